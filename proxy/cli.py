@@ -1,0 +1,128 @@
+"""Commands: serve, plan, check, report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from proxy.settings import Settings, SettingsError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SettingsError as exc:
+        print(f"context-proxy: {exc}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from proxy.report import add_report_arguments
+    from proxy.report import run as run_report
+
+    parser = argparse.ArgumentParser(
+        prog="context-proxy",
+        description="OpenAI-compatible proxy that fits chat requests into the context budget.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the proxy server")
+    serve.add_argument("--host", help="bind address (CONTEXT_PROXY_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (CONTEXT_PROXY_PORT, default 8080)")
+    serve.add_argument("--policies", help="policy folder (CONTEXT_PROXY_POLICIES, default ./policies)")
+    serve.add_argument("--upstream", help="upstream base URL (CONTEXT_PROXY_UPSTREAM)")
+    serve.add_argument("--usage-log", help="usage log path, '-' for stdout (CONTEXT_PROXY_USAGE_LOG)")
+    serve.add_argument("--workers", type=int, help="worker processes (CONTEXT_PROXY_WORKERS)")
+    serve.add_argument("--max-body-mb", type=float, help="body size limit (CONTEXT_PROXY_MAX_BODY_MB)")
+    serve.add_argument("--state", help="shared state, e.g. redis://host:6379/0 (CONTEXT_PROXY_STATE)")
+    serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
+    serve.set_defaults(func=serve_command)
+
+    plan = commands.add_parser("plan", help="show what the proxy would do to a request body")
+    plan.add_argument("request", help="a chat-completion body (JSON file, '-' for stdin)")
+    plan.add_argument("--policies", help="policy folder (default ./policies)")
+    plan.add_argument("--team", help="plan with this team's policy (default: the default policy)")
+    plan.add_argument("--json", action="store_true", help='print {"request": ..., "report": ...}')
+    plan.set_defaults(func=plan_command)
+
+    check = commands.add_parser("check", help="validate policy files")
+    check.add_argument("--policies", help="policy folder (default ./policies)")
+    check.set_defaults(func=check_command)
+
+    report = commands.add_parser("report", help="usage totals from a usage log")
+    add_report_arguments(report)
+    report.set_defaults(func=run_report)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Flags override environment variables, which override defaults."""
+    env = dict(os.environ)
+    for flag, name in (
+        ("host", "HOST"), ("port", "PORT"), ("policies", "POLICIES"), ("upstream", "UPSTREAM"),
+        ("usage_log", "USAGE_LOG"), ("workers", "WORKERS"), ("max_body_mb", "MAX_BODY_MB"),
+        ("state", "STATE"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            env["CONTEXT_PROXY_" + name] = str(value)
+    return Settings.from_env(env)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from proxy.logs import configure_logging
+    from proxy.policy_load import PolicyError, load_policy_dir
+
+    settings = _settings(args)
+    configure_logging(args.log_level)
+    try:
+        load_policy_dir(settings.policies)  # refuse to start on a bad set, with file:line
+    except PolicyError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    # Worker processes rebuild the settings from the environment.
+    os.environ.update(settings.to_env())
+    os.environ["CONTEXT_PROXY_LOG_LEVEL"] = args.log_level
+    uvicorn.run(
+        "proxy.app:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,  # request lines may carry query strings with secrets
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
+        server_header=False,
+    )
+    return 0
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from proxy.policy_load import PolicyError, load_policy_dir
+
+    folder = args.policies or os.environ.get("CONTEXT_PROXY_POLICIES") or "./policies"
+    try:
+        policies = load_policy_dir(folder)
+    except PolicyError as exc:
+        for problem in exc.problems:
+            print(problem)
+        return 1
+    teams = ", ".join(f"{p.team} ({p.source})" for p in policies.all())
+    print(f"ok: {len(policies.all())} polic{'y' if len(policies.all()) == 1 else 'ies'}: {teams}")
+    return 0
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from proxy.plan_cli import run_plan
+
+    return run_plan(args)

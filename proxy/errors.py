@@ -1,0 +1,83 @@
+"""The proxy's own errors, rendered in OpenAI's error shape."""
+
+from __future__ import annotations
+
+import orjson
+
+
+class ProxyError(Exception):
+    """An error the proxy answers itself; `status` and `code` follow the contract."""
+
+    status = 500
+    type = "api_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def body(self) -> bytes:
+        return error_body(self.message, self.type, self.param, self.code)
+
+
+def error_body(message: str, type_: str, param: str | None, code: str | None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+
+
+class InvalidRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    """The required parts alone exceed the budget and the policy says `reject`."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="messages")
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "invalid_request_error"
+    code = "forbidden"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class BodyTooLarge(ProxyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class QuotaExceeded(ProxyError):
+    status = 429
+    type = "insufficient_quota"
+    code = "quota_exceeded"
+
+
+class UpstreamUnreachable(ProxyError):
+    status = 502
+    type = "upstream_error"
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(ProxyError):
+    status = 504
+    type = "upstream_error"
+    code = "upstream_timeout"

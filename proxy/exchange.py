@@ -1,0 +1,146 @@
+"""One chat-completion exchange: what happened to it, as headers, a usage row and metrics."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proxy.types import Level
+from proxy.usage import UsageRecord, level_for
+
+if TYPE_CHECKING:
+    from proxy.planning import PlanOutcome
+    from proxy.policy import Policy
+    from proxy.quotas import QuotaStatus
+    from proxy.services import Services
+
+
+def new_request_id() -> str:
+    return "req_" + uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Accumulates the facts of one request as it goes down the pipeline."""
+
+    request_id: str = field(default_factory=new_request_id)
+    started: float = field(default_factory=time.perf_counter)
+    policy: Policy | None = None
+    model: str = ""
+    stream: bool = False
+    outcome: PlanOutcome | None = None
+    quota: QuotaStatus | None = None
+    upstream_started: float | None = None
+    upstream_ended: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    usage_from_upstream: bool = False
+    estimated_completion: int = 0
+
+    @property
+    def level(self) -> Level:
+        if self.policy is None or self.outcome is None or not self.outcome.budget:
+            return Level.NORMAL
+        return level_for(self.outcome.tokens_before / self.outcome.budget, self.policy.thresholds)
+
+    def context_headers(self) -> dict[str, str]:
+        """The contract's x-context-* headers (what is known so far)."""
+        o = self.outcome
+        headers = {
+            "x-request-id": self.request_id,
+            "x-context-policy": self.policy.name if self.policy else "none",
+            "x-context-level": self.level.value,
+        }
+        if o is not None:
+            headers.update(
+                {
+                    "x-context-window": str(o.context_window) if o.context_window else "unknown",
+                    "x-context-budget": str(o.budget) if o.budget is not None else "none",
+                    "x-context-tokens-before": str(o.tokens_before),
+                    "x-context-tokens-after": str(o.tokens_after),
+                    "x-context-trimmed": str(o.trimmed),
+                }
+            )
+        if self.quota is not None and self.quota.limit is not None:
+            headers["x-context-quota-level"] = self.quota.level.value
+        return headers
+
+    def take_usage(self, usage: Any) -> None:
+        """Read an upstream `usage` object, if it is one."""
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            self.prompt_tokens, self.completion_tokens = prompt, completion
+            self.usage_from_upstream = True
+
+    def finish(self, services: Services, status: int, error: str | None = None) -> UsageRecord:
+        """Write the usage row, update quotas, thresholds and metrics."""
+        now = time.perf_counter()
+        o, policy = self.outcome, self.policy
+        team = policy.team if policy else "unknown"
+        forwarded = self.upstream_started is not None
+        if self.usage_from_upstream:
+            prompt, completion, source = self.prompt_tokens or 0, self.completion_tokens or 0, "upstream"
+        else:
+            prompt = o.tokens_after if (o is not None and forwarded) else 0
+            completion = self.estimated_completion if forwarded else 0
+            source = "estimated"
+        total = prompt + completion
+        if total and policy is not None:
+            services.quotas.add(team, total)
+        quota = (
+            services.quotas.status(team, policy.quotas, policy.thresholds)
+            if policy is not None else None
+        )
+        budget = o.budget if o else None
+        utilization = (o.tokens_before / budget) if (o and budget) else None
+        level = self.level
+        record = UsageRecord(
+            request_id=self.request_id,
+            team=team,
+            model=self.model,
+            status=status,
+            stream=self.stream,
+            context_window=o.context_window if o else None,
+            budget=budget,
+            tokens_before=o.tokens_before if o else 0,
+            tokens_after=o.tokens_after if o else 0,
+            dropped=o.dropped if o else 0,
+            truncated=o.truncated if o else 0,
+            summarized=o.summarized if o else 0,
+            deduped=o.deduped if o else 0,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=total,
+            usage_source=source,
+            utilization=None if utilization is None else round(utilization, 4),
+            level=level,
+            quota_used=quota.used if quota else 0,
+            quota_limit=quota.limit if quota else None,
+            quota_level=quota.level if quota else Level.NORMAL,
+            latency_ms=round((now - self.started) * 1000, 3),
+            upstream_ms=self._upstream_ms(now),
+            error=error,
+            policy=policy.name if policy else "none",
+        )
+        services.usage.write(record)
+        services.metrics.observe_record(record)
+        if policy is not None:
+            if services.thresholds.observe(team, self.model, level, utilization):
+                services.metrics.threshold_event(team, level.value)
+            if quota is not None and quota.limit is not None:
+                services.metrics.set_quota(team, quota.used, quota.limit)
+                if services.thresholds.observe(
+                    team, self.model, quota.level, quota.used / quota.limit, source="quota"
+                ):
+                    services.metrics.threshold_event(team, quota.level.value, "quota")
+        return record
+
+    def _upstream_ms(self, now: float) -> float | None:
+        if self.upstream_started is None:
+            return None
+        end = self.upstream_ended if self.upstream_ended is not None else now
+        return round((end - self.upstream_started) * 1000, 3)

@@ -1,0 +1,73 @@
+"""Groups and turns: tool calls bound to their results, turn numbers, the current turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    units: list[list[int]]  # message indexes of each unit, in order of first message
+    unit_of: list[int]  # message index -> unit index
+    turn_of: list[int]  # message index -> turn number (1 = from the first user message)
+    current_start: int  # first message of the current turn
+    current_turn: int
+
+
+def role_of(message: Any) -> str:
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else "?"
+
+
+def _call_ids(message: Any) -> set[str]:
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(calls, list):
+        return set()
+    return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
+
+
+def shape(messages: Sequence[Any]) -> Shape:
+    """Units (a message alone, or an assistant tool call with all its results) and turns.
+
+    A `tool` message belongs to the latest earlier assistant message that made its call; a
+    legacy `function` message to the assistant `function_call` right before it. A tool
+    message whose call is nowhere is a unit of its own.
+    """
+    n = len(messages)
+    unit_of = [-1] * n
+    units: list[list[int]] = []
+    open_calls: dict[str, int] = {}  # tool_call_id -> unit
+    last_function_call = -1
+    for i, message in enumerate(messages):
+        role = role_of(message)
+        tool_id = message.get("tool_call_id") if isinstance(message, dict) else None
+        if role == "tool" and isinstance(tool_id, str) and tool_id in open_calls:
+            unit_of[i] = open_calls[tool_id]
+        elif role == "function" and last_function_call >= 0:
+            unit_of[i] = last_function_call
+        else:
+            unit_of[i] = len(units)
+            units.append([])
+        units[unit_of[i]].append(i)
+        if role == "assistant":
+            for call_id in _call_ids(message):
+                open_calls[call_id] = unit_of[i]
+            has_call = isinstance(message, dict) and isinstance(message.get("function_call"), dict)
+            last_function_call = unit_of[i] if has_call else -1
+        elif role != "function":
+            last_function_call = -1
+    turn_of = [0] * n
+    turn = 0
+    last_user = -1
+    for i, message in enumerate(messages):
+        if role_of(message) == "user":
+            turn += 1
+            last_user = i
+        turn_of[i] = turn
+    if last_user < 0:  # no user message: the last unit stands for the current turn
+        last_user = units[unit_of[n - 1]][0] if n else 0
+    # A tool group reaching back before the current turn joins it whole.
+    start = min((units[unit_of[i]][0] for i in range(last_user, n)), default=last_user)
+    return Shape(units, unit_of, turn_of, start, turn)

@@ -1,0 +1,206 @@
+"""The chat-completions pipeline, top to bottom, and the plan endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy import responses
+from proxy.auth import require_admin, resolve_policy, upstream_authorization
+from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
+from proxy.exchange import Exchange
+from proxy.planning import PlanOutcome, plan_request
+from proxy.policy import Policy
+from proxy.request_body import parse_chat_body, read_body
+from proxy.services import Services
+from proxy.sse import StreamTap, error_event
+from proxy.types import Tokenizer
+from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
+
+# Bodies above this are planned in a worker thread so a huge count never stalls the loop.
+PLAN_IN_THREAD_BYTES = 256 * 1024
+# Client headers that must not reach the upstream: credentials are chosen by auth.py, and the
+# proxy needs an unencoded answer to read usage from it.
+CHAT_REQUEST_DROP = frozenset({"authorization", "accept-encoding", "cookie"})
+
+
+async def chat_completions(request: Request) -> Response:
+    services: Services = request.app.state.services
+    ex = Exchange()
+    try:
+        raw = await read_body(request, services.settings.max_body_bytes)
+        body = parse_chat_body(raw)
+        ex.model, ex.stream = body["model"], body.get("stream") is True
+        policies = services.policies.current
+        ex.policy = policy = resolve_policy(policies, request.headers)
+        check_quota(services, ex)
+        tokenizer = services.counter.for_model(ex.model, policy)
+        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw))
+        payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
+        headers = clean_headers(request.headers, CHAT_REQUEST_DROP)
+        headers.append(("content-type", "application/json"))
+        auth = upstream_authorization(policies, policy, request.headers, services.environ)
+        if auth:
+            headers.append(("authorization", auth))
+        ex.upstream_started = time.perf_counter()
+        upstream = await services.upstream.send(
+            "POST", upstream_url(services, policy, "/chat/completions"), headers, payload,
+            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s), ex.stream,
+        )
+        if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
+            return responses.streamed(
+                200, upstream.headers,
+                relay_stream(services, ex, upstream, tokenizer, client_wants_usage),
+                ex.context_headers(),
+            )
+        answer = await upstream.read()
+        ex.upstream_ended = time.perf_counter()
+    except ProxyError as exc:
+        ex.finish(services, exc.status, exc.code or exc.type)
+        return responses.error(exc, ex.context_headers())
+    return finish_plain(services, ex, upstream, answer, tokenizer)
+
+
+def check_quota(services: Services, ex: Exchange) -> None:
+    """429 before anything goes upstream when the team's hard quota is spent."""
+    assert ex.policy is not None
+    quotas = ex.policy.quotas
+    if quotas.daily_tokens is None and quotas.monthly_tokens is None:
+        return
+    ex.quota = status = services.quotas.status(ex.policy.team, quotas, ex.policy.thresholds)
+    if quotas.hard_limit and status.exceeded:
+        raise QuotaExceeded(
+            f"Team {ex.policy.team!r} has used its {status.period or ''} token quota "
+            f"({status.used:,} of {status.limit:,}).".replace("  ", " ")
+        )
+
+
+async def plan(
+    services: Services, policy: Policy, body: dict[str, Any], tokenizer: Tokenizer, size: int
+) -> PlanOutcome:
+    window = services.windows.lookup(body["model"], policy)
+    if size > PLAN_IN_THREAD_BYTES:
+        return await asyncio.to_thread(plan_request, body, policy, tokenizer, window)
+    return plan_request(body, policy, tokenizer, window)
+
+
+def forwarded_payload(
+    raw: bytes, body: dict[str, Any], outcome: PlanOutcome, stream: bool
+) -> tuple[bytes, bool]:
+    """The bytes to send upstream, and whether the client itself asked for stream usage.
+
+    An untouched request goes out as the very bytes it came in. For streams the proxy asks
+    for the final usage chunk so that usage is exact; when only that is missing it is
+    spliced into the original bytes rather than re-encoding the whole body.
+    """
+    options = body.get("stream_options")
+    client_wants_usage = isinstance(options, dict) and options.get("include_usage") is True
+    needs_usage = stream and not client_wants_usage
+    if not outcome.changed and not needs_usage:
+        return raw, client_wants_usage
+    if not outcome.changed and "stream_options" not in body:
+        start = raw.index(b"{") + 1
+        return raw[:start] + b'"stream_options":{"include_usage":true},' + raw[start:], False
+    forwarded = dict(outcome.body)
+    if needs_usage:
+        merged = dict(options) if isinstance(options, dict) else {}
+        merged["include_usage"] = True
+        forwarded["stream_options"] = merged
+    return orjson.dumps(forwarded), client_wants_usage
+
+
+def upstream_url(services: Services, policy: Policy, path: str) -> str:
+    base = policy.upstream.base_url or services.settings.upstream
+    return base.rstrip("/") + path
+
+
+def finish_plain(
+    services: Services, ex: Exchange, upstream: UpstreamResponse, answer: bytes, tokenizer: Tokenizer
+) -> Response:
+    error: str | None = None
+    status = upstream.status
+    if 200 <= status < 300:
+        try:
+            parsed = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            exc = UpstreamUnreachable("The upstream answered with something that is not JSON.",
+                                      code="upstream_invalid_response")
+            ex.finish(services, exc.status, exc.code)
+            return responses.error(exc, ex.context_headers())
+        if isinstance(parsed, dict):
+            ex.take_usage(parsed.get("usage"))
+            if not ex.usage_from_upstream:
+                ex.estimated_completion = tokenizer.count_text(_answer_text(parsed))
+    else:
+        error = f"upstream_{status}"
+    ex.finish(services, status, error)
+    return responses.plain(status, upstream.headers, answer, ex.context_headers())
+
+
+def _answer_text(parsed: dict[str, Any]) -> str:
+    parts: list[str] = []
+    for choice in parsed.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            parts.append(message["content"])
+    return "".join(parts)
+
+
+async def relay_stream(
+    services: Services, ex: Exchange, upstream: UpstreamResponse, tokenizer: Tokenizer,
+    client_wants_usage: bool,
+) -> AsyncIterator[bytes]:
+    """Pass events on as they arrive; on a break, one error event and a clean end."""
+    tap = StreamTap(client_wants_usage)
+    status, error = 200, None
+    try:
+        async for chunk in upstream.chunks():
+            out = tap.feed(chunk)
+            if out:
+                yield out
+        rest = tap.flush()
+        if rest:
+            yield rest
+    except UpstreamBroke as exc:
+        status = 504 if exc.timed_out else 502
+        error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
+        yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
+    except asyncio.CancelledError:
+        status, error = 499, "client_disconnected"
+        raise
+    finally:
+        upstream.close()
+        ex.upstream_ended = time.perf_counter()
+        ex.take_usage(tap.usage)
+        if not ex.usage_from_upstream:
+            ex.estimated_completion = tokenizer.count_text("".join(tap.text))
+        ex.finish(services, status, error)
+
+
+async def context_plan(request: Request) -> Response:
+    """POST /v1/context/plan: the same pipeline, answered with the plan instead of forwarded."""
+    services: Services = request.app.state.services
+    ex = Exchange()
+    try:
+        raw = await read_body(request, services.settings.max_body_bytes)
+        body = parse_chat_body(raw)
+        ex.model = body["model"]
+        policies = services.policies.current
+        if policies.admin_required:
+            require_admin(policies, request.headers)
+            policy = policies.by_team(request.query_params.get("team", policies.default.team))
+        else:
+            policy = resolve_policy(policies, request.headers)
+        ex.policy = policy
+        tokenizer = services.counter.for_model(ex.model, policy)
+        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw))
+    except ProxyError as exc:
+        return responses.error(exc, ex.context_headers())
+    answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
+    return responses.plain(200, [("content-type", "application/json")], answer, ex.context_headers())

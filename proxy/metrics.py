@@ -1,0 +1,221 @@
+"""Metrics: Prometheus counters, histograms and gauges, in a registry owned by the app."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+if TYPE_CHECKING:
+    from proxy.usage import UsageRecord
+
+MAX_MODELS_PER_TEAM = 100  # model names come from clients; the rest are labelled "other"
+OTHER = "other"
+
+# fmt: off
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+)
+OVERHEAD_BUCKETS = (  # the proxy's own time is usually well under a millisecond
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+)
+UTILIZATION_BUCKETS = (
+    0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.25, 1.5,
+)
+
+# The OpenAI resources a pass-through request can name; anything else is "other".
+ROUTE_GROUPS = frozenset({
+    "assistants", "audio", "batches", "chat", "completions", "embeddings", "files",
+    "fine_tuning", "images", "models", "moderations", "realtime", "responses", "threads",
+    "uploads", "vector_stores",
+})
+# fmt: on
+
+
+def route_group(path: str) -> str:
+    """The label for a pass-through path: `/v1/models/x` -> `models`, unknown -> `other`."""
+    parts = [p for p in path.split("/") if p]
+    if parts and parts[0] == "v1":
+        parts = parts[1:]
+    return parts[0] if parts and parts[0] in ROUTE_GROUPS else OTHER
+
+
+class Metrics:
+    """Every metric the proxy exports; one instance per app, so tests never share state."""
+
+    def __init__(self, max_models_per_team: int = MAX_MODELS_PER_TEAM) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._max_models = max_models_per_team
+        self._models: dict[str, set[str]] = {}
+        r, tm = self.registry, ("team", "model")
+        p = "context_proxy_"
+        self.requests = Counter(
+            p + "requests",
+            "Chat-completion requests by final status.",
+            ("team", "model", "status", "stream"),
+            registry=r,
+        )
+        self.prompt_tokens = Counter(p + "prompt_tokens", "Prompt tokens.", tm, registry=r)
+        self.completion_tokens = Counter(
+            p + "completion_tokens", "Completion tokens.", tm, registry=r
+        )
+        self.tokens_removed = Counter(
+            p + "tokens_removed", "Prompt tokens removed by trimming.", tm, registry=r
+        )
+        self.trimmed = Counter(
+            p + "trimmed_requests", "Requests that were trimmed.", tm, registry=r
+        )
+        self.threshold_events = Counter(
+            p + "threshold_events",
+            "Crossings into warning or critical.",
+            ("team", "level", "source"),
+            registry=r,
+        )
+        self.utilization = Histogram(
+            p + "utilization_ratio",
+            "tokens_before / budget.",
+            tm,
+            buckets=UTILIZATION_BUCKETS,
+            registry=r,
+        )
+        self.latency = Histogram(
+            p + "request_duration_seconds",
+            "Total time per request.",
+            tm,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_latency = Histogram(
+            p + "upstream_duration_seconds",
+            "Time spent waiting on the upstream.",
+            tm,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.overhead = Histogram(
+            p + "overhead_seconds",
+            "Proxy time: total minus upstream.",
+            tm,
+            buckets=OVERHEAD_BUCKETS,
+            registry=r,
+        )
+        self.quota_used = Gauge(
+            p + "quota_used_tokens",
+            "Tokens used in the binding quota period.",
+            ("team",),
+            registry=r,
+        )
+        self.quota_limit = Gauge(
+            p + "quota_limit_tokens", "The binding quota's limit.", ("team",), registry=r
+        )
+        self.passthrough = Counter(
+            p + "passthrough_requests",
+            "Other /v1 requests forwarded unchanged.",
+            ("route", "status"),
+            registry=r,
+        )
+        self.passthrough_latency = Histogram(
+            p + "passthrough_duration_seconds",
+            "Time per pass-through request.",
+            ("route",),
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+
+    def model_label(self, team: str, model: str) -> str:
+        """`model`, or "other" once the team has shown `max_models_per_team` distinct ones."""
+        seen = self._models.setdefault(team, set())
+        if model in seen:
+            return model
+        if len(seen) >= self._max_models:
+            return OTHER
+        seen.add(model)
+        return model
+
+    def observe_request(
+        self,
+        team: str,
+        model: str,
+        *,
+        status: int,
+        stream: bool,
+        prompt_tokens: int,
+        completion_tokens: int,
+        tokens_removed: int,
+        trimmed: bool,
+        utilization: float | None,
+        latency_s: float,
+        upstream_s: float | None,
+        overhead_s: float | None = None,
+    ) -> None:
+        """One finished chat-completion request (also failed or rejected ones)."""
+        m = self.model_label(team, model)
+        self.requests.labels(team, m, str(status), "true" if stream else "false").inc()
+        if prompt_tokens > 0:
+            self.prompt_tokens.labels(team, m).inc(prompt_tokens)
+        if completion_tokens > 0:
+            self.completion_tokens.labels(team, m).inc(completion_tokens)
+        if tokens_removed > 0:
+            self.tokens_removed.labels(team, m).inc(tokens_removed)
+        if trimmed:
+            self.trimmed.labels(team, m).inc()
+        if utilization is not None:
+            self.utilization.labels(team, m).observe(utilization)
+        self.latency.labels(team, m).observe(latency_s)
+        if upstream_s is not None:
+            self.upstream_latency.labels(team, m).observe(upstream_s)
+            if overhead_s is None:
+                overhead_s = max(0.0, latency_s - upstream_s)
+        if overhead_s is not None:
+            self.overhead.labels(team, m).observe(overhead_s)
+
+    def observe_record(self, record: UsageRecord) -> None:
+        """`observe_request` with every figure taken from a finished usage record."""
+        removed = max(0, record.tokens_before - record.tokens_after)
+        trimmed = removed > 0 or any(
+            (record.dropped, record.truncated, record.summarized, record.deduped)
+        )
+        upstream_s = None if record.upstream_ms is None else record.upstream_ms / 1000
+        self.observe_request(
+            record.team,
+            record.model,
+            status=record.status,
+            stream=record.stream,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            tokens_removed=removed,
+            trimmed=trimmed,
+            utilization=record.utilization,
+            latency_s=record.latency_ms / 1000,
+            upstream_s=upstream_s,
+        )
+
+    def threshold_event(self, team: str, level: str, source: str = "context") -> None:
+        """A team crossed into `level` ("warning"/"critical") of its context or its quota."""
+        self.threshold_events.labels(team, str(getattr(level, "value", level)), source).inc()
+
+    def set_quota(self, team: str, used: int, limit: int | None) -> None:
+        """The team's binding quota; without a limit only `used` is exported."""
+        self.quota_used.labels(team).set(used)
+        if limit is None:
+            with contextlib.suppress(KeyError):  # never set, or already removed
+                self.quota_limit.remove(team)
+        else:
+            self.quota_limit.labels(team).set(limit)
+
+    def observe_passthrough(self, route: str, status: int, latency_s: float) -> None:
+        """A request to another /v1 route; pass `route_group(path)` as `route`."""
+        self.passthrough.labels(route, str(status)).inc()
+        self.passthrough_latency.labels(route).observe(latency_s)
+
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition: (body, content type)."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,182 @@
+"""Policies: the per-team settings, and the key -> team -> policy lookup."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from proxy.types import Overflow, Priority, Section, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamPolicy:
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    retries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPolicy:
+    ratio: float = 0.8
+    reserve_output: bool = True
+    on_required_overflow: str = "reject"  # or "truncate"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPolicy:
+    context_window: int | None = None
+    tokenizer: str | None = None  # path to a tokenizer.json, resolved against the policy file
+
+
+@dataclass(frozen=True, slots=True)
+class SectionPolicy:
+    ratio: float
+    priority: Priority
+    overflow: Overflow
+    strategy: Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPolicy:
+    keep_recent: int = 6
+    relevance: str = "bm25"  # or "off"
+    neighbors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdPolicy:
+    warning: float = 0.80
+    critical: float = 0.90
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaPolicy:
+    daily_tokens: int | None = None
+    monthly_tokens: int | None = None
+    hard_limit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VisibilityPolicy:
+    prompt_report: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPolicy:
+    enabled: bool = False
+    model: str | None = None
+    max_tokens: int = 512
+    store: str | None = None
+    concurrency: int = 2
+    daily_token_cap: int | None = None
+    chunk_turns: int = 8
+
+
+DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(
+    {
+        Section.SYSTEM_PROMPT: SectionPolicy(0.15, Priority.REQUIRED, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.GOAL: SectionPolicy(0.05, Priority.REQUIRED, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.MEMORY: SectionPolicy(0.10, Priority.HIGH, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.WORKING_STATE: SectionPolicy(0.05, Priority.HIGH, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.CONVERSATION_SUMMARY: SectionPolicy(
+            0.15, Priority.MEDIUM, Overflow.TRUNCATE, Strategy.RECENT
+        ),
+        Section.RETRIEVED_CONTEXT: SectionPolicy(0.10, Priority.MEDIUM, Overflow.DROP, Strategy.SCORE),
+        Section.RECENT_MESSAGES: SectionPolicy(0.35, Priority.HIGH, Overflow.DROP, Strategy.RECENT),
+        Section.SCAFFOLDING_REMINDER: SectionPolicy(
+            0.05, Priority.LOW, Overflow.TRUNCATE, Strategy.RECENT
+        ),
+    }
+)
+
+# Markdown headings in system messages that start a section (matched case-insensitively).
+DEFAULT_HEADINGS: Mapping[str, Section] = MappingProxyType(
+    {
+        "goal": Section.GOAL,
+        "memory": Section.MEMORY,
+        "working state": Section.WORKING_STATE,
+        "conversation summary": Section.CONVERSATION_SUMMARY,
+        "summary": Section.CONVERSATION_SUMMARY,
+        "retrieved context": Section.RETRIEVED_CONTEXT,
+        "reminder": Section.SCAFFOLDING_REMINDER,
+        "scaffolding reminder": Section.SCAFFOLDING_REMINDER,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str = "default"  # the file stem; shown in x-context-policy
+    team: str = "default"
+    source: str = "<built-in>"
+    keys: tuple[str, ...] = ()
+    admin_keys: tuple[str, ...] = ()
+    upstream: UpstreamPolicy = field(default_factory=UpstreamPolicy)
+    budget: BudgetPolicy = field(default_factory=BudgetPolicy)
+    default_context_window: int | None = None
+    models: Mapping[str, ModelPolicy] = field(default_factory=lambda: MappingProxyType({}))
+    sections: Mapping[Section, SectionPolicy] = field(default_factory=lambda: DEFAULT_SECTIONS)
+    headings: Mapping[str, Section] = field(default_factory=lambda: DEFAULT_HEADINGS)
+    history: HistoryPolicy = field(default_factory=HistoryPolicy)
+    thresholds: ThresholdPolicy = field(default_factory=ThresholdPolicy)
+    quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
+    visibility: VisibilityPolicy = field(default_factory=VisibilityPolicy)
+    summaries: SummaryPolicy = field(default_factory=SummaryPolicy)
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a proxy key."""
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """Every team's policy; `default` applies in open mode and to unknown teams."""
+
+    default: Policy
+    policies: tuple[Policy, ...] = ()
+
+    @property
+    def open_mode(self) -> bool:
+        return not any(p.keys for p in self.all())
+
+    def all(self) -> tuple[Policy, ...]:
+        return (self.default, *self.policies)
+
+    def by_team(self, team: str) -> Policy:
+        for policy in self.all():
+            if policy.team == team:
+                return policy
+        return self.default
+
+    def for_key(self, presented: str | None) -> Policy | None:
+        """The policy whose keys hold `presented`, compared in constant time; None if none."""
+        if presented is None:
+            return None
+        digest = hash_key(presented)
+        found: Policy | None = None
+        # Compare against every stored hash so timing does not reveal which team matched.
+        for policy in self.all():
+            for stored in policy.keys:
+                if hmac.compare_digest(digest.encode(), stored.lower().encode()):
+                    found = found or policy
+        return found
+
+    def is_admin(self, presented: str | None) -> bool:
+        if presented is None:
+            return False
+        digest = hash_key(presented).encode()
+        matched = False
+        for policy in self.all():
+            for stored in policy.admin_keys:
+                matched |= hmac.compare_digest(digest, stored.lower().encode())
+        return matched
+
+    @property
+    def admin_required(self) -> bool:
+        return any(p.admin_keys for p in self.all())

@@ -1,0 +1,66 @@
+"""Reading and validating a client's body: size limit, read timeout, JSON, required fields."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect, Request
+
+from proxy.errors import BodyTooLarge, InvalidRequest
+
+BODY_READ_TIMEOUT_S = 60.0
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The whole body, refusing more than `max_bytes` as early as possible."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise BodyTooLarge(_too_large(max_bytes))
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(BODY_READ_TIMEOUT_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise BodyTooLarge(_too_large(max_bytes))
+                parts.append(chunk)
+    except TimeoutError:
+        raise InvalidRequest("The request body was not received in time.", code="body_timeout") from None
+    except ClientDisconnect:
+        raise InvalidRequest("The client disconnected before sending its body.") from None
+    return b"".join(parts)
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"The request body is larger than the proxy's limit of {max_bytes // (1024 * 1024)} MiB."
+
+
+def parse_chat_body(raw: bytes) -> dict[str, Any]:
+    """A chat-completion body with a string `model` and a list of object `messages`."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc.msg}.") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("you must provide a model parameter", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array", param="messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidRequest(
+                f"messages[{index}] must be an object with a string 'role'", param=f"messages[{index}]"
+            )
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise InvalidRequest(f"'{key}' must be a non-negative integer", param=key)
+    if "stream" in body and not isinstance(body["stream"], bool | None):
+        raise InvalidRequest("'stream' must be a boolean", param="stream")
+    return body

@@ -1,0 +1,83 @@
+"""Everything a request needs, opened once in the app's lifespan and closed at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from proxy.metrics import Metrics
+from proxy.policy_store import PolicyStore
+from proxy.quotas import QuotaBook
+from proxy.settings import Settings
+from proxy.tokens import ContextWindows, TokenCounter
+from proxy.upstream import Upstream
+from proxy.usage import ThresholdWatch, UsageLog
+
+log = logging.getLogger("context_proxy")
+
+
+@dataclass
+class Services:
+    settings: Settings
+    policies: PolicyStore
+    upstream: Upstream
+    counter: TokenCounter
+    windows: ContextWindows
+    usage: UsageLog
+    quotas: QuotaBook
+    thresholds: ThresholdWatch
+    metrics: Metrics
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, coro: object) -> None:
+        """Run a background task that the shutdown waits for (or cancels)."""
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings) -> AsyncIterator[Services]:
+    """Open the upstream pool, load policies, start the usage writer; undo it all on exit."""
+    policies = PolicyStore.load(settings.policies)
+    quotas = QuotaBook()
+    if settings.usage_log != "-":
+        # Rebuilt from the log so a restart forgets no quota spending.
+        await asyncio.to_thread(quotas.rebuild, settings.usage_log)
+    usage = UsageLog(settings.usage_log)
+    await usage.start()
+    services = Services(
+        settings=settings,
+        policies=policies,
+        upstream=Upstream.open(),
+        counter=TokenCounter(),
+        windows=ContextWindows(),
+        usage=usage,
+        quotas=quotas,
+        thresholds=ThresholdWatch(),
+        metrics=Metrics(),
+    )
+    stop = asyncio.Event()
+    if settings.watch_policies:
+        services.spawn(policies.watch(stop))
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGHUP, policies.reload)
+    try:
+        yield services
+    finally:
+        stop.set()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGHUP)
+        for task in list(services.tasks):
+            task.cancel()
+        await asyncio.gather(*services.tasks, return_exceptions=True)
+        await services.upstream.close()
+        await usage.aclose()

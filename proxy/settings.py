@@ -1,0 +1,98 @@
+"""Frozen process settings, from command-line flags and CONTEXT_PROXY_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+DEFAULT_UPSTREAM = "https://api.openai.com/v1"
+ENV_PREFIX = "CONTEXT_PROXY_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    policies: str = "./policies"
+    upstream: str = DEFAULT_UPSTREAM
+    usage_log: str = "./usage.jsonl"
+    workers: int = 1
+    max_body_mb: float = 32.0
+    state: str | None = None  # e.g. redis://host:6379/0; None keeps all state in the process
+    graceful_shutdown_s: float = 30.0
+    watch_policies: bool = True
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from the environment; unset variables keep their defaults."""
+        env = os.environ if environ is None else environ
+        base = cls()
+
+        def get(name: str) -> str | None:
+            value = env.get(ENV_PREFIX + name)
+            return value if value not in (None, "") else None
+
+        return cls(
+            host=get("HOST") or base.host,
+            port=_int(get("PORT"), base.port, "PORT"),
+            policies=get("POLICIES") or base.policies,
+            upstream=get("UPSTREAM") or base.upstream,
+            usage_log=get("USAGE_LOG") or base.usage_log,
+            workers=_int(get("WORKERS"), base.workers, "WORKERS"),
+            max_body_mb=_float(get("MAX_BODY_MB"), base.max_body_mb, "MAX_BODY_MB"),
+            state=get("STATE"),
+            graceful_shutdown_s=_float(
+                get("GRACEFUL_SHUTDOWN_S"), base.graceful_shutdown_s, "GRACEFUL_SHUTDOWN_S"
+            ),
+            watch_policies=(get("WATCH_POLICIES") or "1") not in ("0", "false", "no"),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that makes `from_env` rebuild these settings (for worker processes)."""
+        env = {
+            "HOST": self.host,
+            "PORT": str(self.port),
+            "POLICIES": self.policies,
+            "UPSTREAM": self.upstream,
+            "USAGE_LOG": self.usage_log,
+            "WORKERS": str(self.workers),
+            "MAX_BODY_MB": str(self.max_body_mb),
+            "GRACEFUL_SHUTDOWN_S": str(self.graceful_shutdown_s),
+            "WATCH_POLICIES": "1" if self.watch_policies else "0",
+        }
+        if self.state:
+            env["STATE"] = self.state
+        return {ENV_PREFIX + k: v for k, v in env.items()}
+
+
+class SettingsError(ValueError):
+    """A flag or environment variable has a value that cannot be used."""
+
+
+def _int(raw: str | None, default: int, name: str) -> int:
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be an integer, got {raw!r}") from None
+    if value < 1 and name != "PORT" or value < 0:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be positive, got {raw!r}")
+    return value
+
+
+def _float(raw: str | None, default: float, name: str) -> float:
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be a number, got {raw!r}") from None
+    if not value > 0:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be positive, got {raw!r}")
+    return value

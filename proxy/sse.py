@@ -1,0 +1,93 @@
+"""Server-sent events from the upstream: pass them on whole, read usage and text on the way."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+# Chunks carry `"usage": null` once include_usage is on; clients that did not ask for usage
+# get the stream they expect, without it.
+_NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null')
+
+
+class StreamTap:
+    """Splits an SSE byte stream into events; remembers usage and the generated text."""
+
+    def __init__(self, client_wants_usage: bool) -> None:
+        self._client_wants_usage = client_wants_usage
+        self._pending = b""
+        self.usage: dict[str, Any] | None = None
+        self.text: list[str] = []
+        self.saw_done = False
+        self.events = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The complete events in `chunk` (plus what was pending) that the client should get."""
+        data = self._pending + chunk if self._pending else chunk
+        out: list[bytes] = []
+        start = 0
+        for match in _EVENT_END.finditer(data):
+            event = data[start : match.end()]
+            start = match.end()
+            kept = self._inspect(event)
+            if kept:
+                out.append(kept)
+        self._pending = data[start:]
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        """Whatever is left when the upstream ends (an event without its blank line)."""
+        rest, self._pending = self._pending, b""
+        return self._inspect(rest) if rest.strip() else rest
+
+    def _inspect(self, event: bytes) -> bytes:
+        self.events += 1
+        payload = b"".join(
+            line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")
+        )
+        if not payload:
+            return event
+        if payload == b"[DONE]":
+            self.saw_done = True
+            return event
+        try:
+            parsed = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return event
+        if not isinstance(parsed, dict):
+            return event
+        usage = parsed.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+            if not self._client_wants_usage and not parsed.get("choices"):
+                return b""  # the usage-only chunk we asked for on our own behalf
+        self._collect_text(parsed.get("choices"))
+        if not self._client_wants_usage and b'"usage"' in event:
+            event = _NULL_USAGE.sub(b"", event)
+        return event
+
+    def _collect_text(self, choices: Any) -> None:
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            content = delta.get("content")
+            if isinstance(content, str):
+                self.text.append(content)
+            for call in delta.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    for key in ("name", "arguments"):
+                        if isinstance(function.get(key), str):
+                            self.text.append(function[key])
+
+
+def error_event(message: str, type_: str, code: str) -> bytes:
+    """An OpenAI-shaped error as one SSE event: clients raise it instead of hanging."""
+    body = orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+    return b"data: " + body + b"\n\n"

@@ -1,0 +1,160 @@
+"""Tokens (text): tokenizer backends, the count cache, function schemas rendered as text.
+
+Nothing is downloaded: tiktoken names its cache files by the sha1 of the blob URL, and
+litellm ships exactly those files for cl100k_base and o200k_base. An encoding is loaded
+once per process (tiktoken keeps it), on first use, never at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+from tokenizers import Tokenizer as HFTokenizer
+
+from proxy.windows import litellm_dir
+
+_BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+# tiktoken's expected hashes (tiktoken_ext/openai_public.py): checked first, because on a
+# mismatch tiktoken would delete the file and download it again.
+_SHA256 = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+Prefixes = Callable[[int], str]
+
+
+def tiktoken_files_dir() -> Path:
+    """litellm's copy of tiktoken's encoding files (named as tiktoken names its cache)."""
+    folder = litellm_dir()
+    if folder is None:
+        raise RuntimeError("litellm is not installed: tiktoken's encoding files are missing")
+    return folder / "litellm_core_utils" / "tokenizers"
+
+
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken encoding from litellm's files; refuses rather than downloading."""
+    folder = tiktoken_files_dir()
+    cached = folder / hashlib.sha1(_BLOB.format(name).encode()).hexdigest()
+    if name not in _SHA256 or not cached.is_file():
+        raise RuntimeError(f"no offline copy of {name} at {cached}")
+    if hashlib.sha256(cached.read_bytes()).hexdigest() != _SHA256[name]:
+        raise RuntimeError(f"the offline copy of {name} at {cached} is corrupt")
+    # tiktoken reads TIKTOKEN_CACHE_DIR when it loads; point it at litellm's folder only
+    # for that call, so a user's own setting is left as it was.
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    try:
+        return tiktoken.get_encoding(name)
+    finally:
+        if previous is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+class CountCache:
+    """A bounded LRU of token counts keyed by a 64-bit content hash."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._entries: OrderedDict[int, int] = OrderedDict()
+        self._max = max(0, max_entries)
+
+    def get(self, key: int) -> int | None:
+        count = self._entries.get(key)
+        if count is not None:
+            with contextlib.suppress(KeyError):  # evicted by another thread in between
+                self._entries.move_to_end(key)
+        return count
+
+    def put(self, key: int, count: int) -> None:
+        self._entries[key] = count
+        while len(self._entries) > self._max:
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:
+                break
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class TiktokenText:
+    """Text counting with a tiktoken encoding (special tokens are plain text, as in prompts)."""
+
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
+        self._enc = encoding
+        self.name: str = encoding.name
+
+    def count(self, text: str) -> int:
+        return len(self._enc.encode_ordinary(text))
+
+    def prefixes(self, text: str) -> tuple[int, Prefixes]:
+        tokens = self._enc.encode_ordinary(text)
+        decode = self._enc.decode_bytes
+        # A cut inside a multi-byte character keeps only the whole characters before it.
+        return len(tokens), lambda k: decode(tokens[:k]).decode("utf-8", errors="ignore")
+
+
+class HFText:
+    """Text counting with a Hugging Face `tokenizer.json` (no special tokens added)."""
+
+    def __init__(self, path: Path) -> None:
+        self._tok = HFTokenizer.from_file(str(path))
+        self.name = f"tokenizer:{path.name}"
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def prefixes(self, text: str) -> tuple[int, Prefixes]:
+        offsets = self._tok.encode(text, add_special_tokens=False).offsets
+        return len(offsets), lambda k: text[: offsets[k - 1][1]] if k > 0 else ""
+
+
+def format_functions(functions: list[dict[str, Any]]) -> str:
+    """Function schemas the way OpenAI renders them into the prompt (a TypeScript namespace)."""
+    lines = ["namespace functions {", ""]
+    for function in functions:
+        if function.get("description"):
+            lines.append(f"// {function['description']}")
+        parameters = function.get("parameters") or {}
+        if parameters.get("properties"):
+            name = function.get("name")
+            lines += [f"type {name} = (_: {{", _properties(parameters, 0), "}) => any;"]
+        else:
+            lines.append(f"type {function.get('name')} = () => any;")
+        lines.append("")
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def _properties(schema: dict[str, Any], indent: int) -> str:
+    required = schema.get("required") or ()
+    lines = []
+    for name, value in (schema.get("properties") or {}).items():
+        prop = value if isinstance(value, dict) else {}
+        if prop.get("description"):
+            lines.append(f"// {prop['description']}")
+        optional = "" if name in required else "?"
+        lines.append(f"{name}{optional}: {_type(prop, indent)},")
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _type(prop: dict[str, Any], indent: int) -> str:
+    kind = prop.get("type")
+    if "enum" in prop and kind in ("string", "number", "integer"):
+        quote = '"' if kind == "string" else ""
+        return " | ".join(f"{quote}{v}{quote}" for v in prop["enum"])
+    if kind == "array":
+        items = prop.get("items")
+        return f"{_type(items, indent)}[]" if isinstance(items, dict) else "any[]"
+    if kind == "object":
+        return "\n".join(("{", _properties(prop, indent + 2), "}"))
+    simple = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean"}
+    return simple.get(kind, "null" if kind == "null" else "any") if isinstance(kind, str) else "any"

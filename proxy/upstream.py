@@ -1,0 +1,151 @@
+"""The one place that talks to the upstream: pooled aiohttp session, timeouts, foreign errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from multidict import CIMultiDict
+
+from proxy.errors import UpstreamTimeout, UpstreamUnreachable
+
+# Headers that describe one connection, not the message; never forwarded (RFC 9110 7.6.1),
+# plus the ones aiohttp or the receiving server recomputes.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+class UpstreamBroke(Exception):
+    """The upstream failed after the answer started (reset, timeout, truncated body)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    total_s: float
+    connect_s: float
+
+
+def clean_headers(headers: Mapping[str, str] | CIMultiDict[str], drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Headers minus hop-by-hop ones and those named by `Connection`, keeping repeats."""
+    items = list(headers.items())
+    named = {
+        token.strip().lower()
+        for key, value in items
+        if key.lower() == "connection"
+        for token in value.split(",")
+    }
+    return [
+        (key, value)
+        for key, value in items
+        if (low := key.lower()) not in HOP_BY_HOP and low not in named and low not in drop
+    ]
+
+
+class UpstreamResponse:
+    """An upstream answer whose body is read whole (`read`) or piece by piece (`chunks`)."""
+
+    def __init__(self, response: aiohttp.ClientResponse, read_timeout_s: float) -> None:
+        self._response = response
+        self._read_timeout_s = read_timeout_s
+        self.status = response.status
+        self.headers = clean_headers(response.headers)
+        self.content_type = response.headers.get("content-type", "")
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise UpstreamTimeout("the upstream timed out while sending its answer") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(f"the upstream broke off its answer ({type(exc).__name__})") from exc
+        finally:
+            self._response.release()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Each piece as it arrives; raises UpstreamBroke if the upstream fails mid-way."""
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise UpstreamBroke("the upstream stopped sending (timeout)", timed_out=True) from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamBroke(f"the upstream connection broke ({type(exc).__name__})") from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        # close(), not release(): an unfinished body must not go back to the pool.
+        if not self._response.closed:
+            self._response.close()
+
+
+class Upstream:
+    """Owns the shared, pooled client session for the app's lifetime."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    @classmethod
+    def open(cls) -> Upstream:
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=300)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # bodies pass through as the upstream encoded them
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            trust_env=False,  # never route through a proxy picked up from the environment
+        )
+        return cls(session)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | AsyncIterator[bytes] | None,
+        timeouts: Timeouts,
+        streaming: bool,
+    ) -> UpstreamResponse:
+        """Send a request; return once the status and headers arrived."""
+        # Streams get a per-read timeout (a long answer may take minutes overall);
+        # plain answers get the whole budget for headers and body.
+        timeout = aiohttp.ClientTimeout(
+            total=None if streaming else timeouts.total_s,
+            sock_connect=timeouts.connect_s,
+            sock_read=timeouts.total_s,
+        )
+        try:
+            response = await self._session.request(
+                method, url, headers=CIMultiDict(headers), data=body, timeout=timeout,
+                allow_redirects=False,
+            )
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise UpstreamTimeout("the upstream did not answer in time") from exc
+        except aiohttp.InvalidURL as exc:
+            raise UpstreamUnreachable("the upstream URL is invalid") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(
+                f"the upstream could not be reached ({type(exc).__name__})"
+            ) from exc
+        return UpstreamResponse(response, timeouts.total_s)
