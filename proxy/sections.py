@@ -1,0 +1,225 @@
+"""Sections: a request's messages cut into items, each tagged with a section and a priority.
+
+First match wins: the message's `x_context`; inline `<context>` blocks (each block its own
+item); heading rules in system messages; defaults by position (system prompt, current
+turn, the newest `keep_recent` turns, older history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from proxy.groups import Shape, role_of, shape
+from proxy.items import Item, Kind, Layout, MessageLayout, Part
+from proxy.policy import DEFAULT_SECTIONS, Policy, SectionPolicy
+from proxy.tags import Block, split_blocks, split_headings
+from proxy.types import Priority, Section
+
+_SYSTEM_ROLES = ("system", "developer")
+_TEXT_PARTS = ("text", "input_text")
+
+
+def section_policy(policy: Policy, section: Section) -> SectionPolicy:
+    return policy.sections.get(section) or DEFAULT_SECTIONS[section]
+
+
+class _Tag:
+    """A resolved tag: section, priority and the optional fields of x_context or a block."""
+
+    __slots__ = ("cluster", "id", "priority", "score", "section", "source", "summary_of")
+
+    def __init__(self, section: Section, priority: Priority, source: str) -> None:
+        self.section, self.priority, self.source = section, priority, source
+        self.id: str | None = None
+        self.cluster: str | None = None
+        self.score: float | None = None
+        self.summary_of: tuple[str, ...] = ()
+
+
+def read_tag(
+    fields: Mapping[str, Any], inherit: _Tag, policy: Policy, where: str, problems: list[str], source: str
+) -> _Tag:
+    """A tag from x_context or block attributes; missing or bad fields fall back to `inherit`."""
+    tag = _Tag(inherit.section, inherit.priority, source)
+    raw = fields.get("section")
+    if raw is not None:
+        try:
+            tag.section = Section(raw)
+            tag.priority = section_policy(policy, tag.section).priority
+        except ValueError:
+            problems.append(f"{where}: unknown section {str(raw)[:40]!r}, using {inherit.section.value}")
+    raw = fields.get("priority")
+    if raw is not None:
+        try:
+            tag.priority = Priority(raw)
+        except ValueError:
+            problems.append(f"{where}: bad priority {str(raw)[:40]!r}, using {tag.priority.value}")
+    for name in ("id", "cluster"):
+        value = fields.get(name)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            setattr(tag, name, str(value))
+        elif value is not None:
+            problems.append(f"{where}: {name} must be a string")
+    raw = fields.get("score")
+    if raw is not None:
+        try:
+            tag.score = float(raw)
+        except (TypeError, ValueError):
+            problems.append(f"{where}: score {str(raw)[:40]!r} is not a number")
+    raw = fields.get("summary_of")
+    if isinstance(raw, str):
+        tag.summary_of = (raw,)
+    elif isinstance(raw, list) and all(isinstance(c, str) for c in raw):
+        tag.summary_of = tuple(raw)
+    elif raw is not None:
+        problems.append(f"{where}: summary_of must be a cluster name or a list of them")
+    if tag.summary_of and fields.get("section") is None:
+        tag.section = Section.CONVERSATION_SUMMARY
+        if fields.get("priority") is None:
+            tag.priority = section_policy(policy, tag.section).priority
+    return tag
+
+
+def _well_shaped(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    calls = message.get("tool_calls")
+    call = message.get("function_call")
+    name = message.get("name")
+    return (
+        (content is None or isinstance(content, str | list))
+        and (calls is None or isinstance(calls, list))
+        and (call is None or isinstance(call, dict))
+        and (name is None or isinstance(name, str))
+    )
+
+
+def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> _Tag:
+    if role in _SYSTEM_ROLES:
+        return _Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
+    if i >= sh.current_start:
+        return _Tag(Section.RECENT_MESSAGES, Priority.REQUIRED, "current turn")
+    recent = sh.turn_of[i] >= sh.current_turn - policy.history.keep_recent
+    return _Tag(Section.RECENT_MESSAGES, Priority.HIGH if recent else Priority.LOW, "default")
+
+
+class _Builder:
+    def __init__(self, messages: Sequence[Any], policy: Policy) -> None:
+        self.policy = policy
+        self.shape = shape(messages)
+        self.layout = Layout([], [], self.shape.units, self.shape.current_start)
+
+    def item(self, i: int, role: str, kind: Kind, tag: _Tag, text: str, plain: bool) -> int:
+        key = len(self.layout.items)
+        self.layout.items.append(
+            Item(key, i, role, kind, tag.section, tag.priority, text, tag.source, tag.id,
+                 tag.cluster, tag.score, tag.summary_of, i >= self.shape.current_start, plain)
+        )
+        return key
+
+    def message(self, i: int, message: Any) -> None:
+        role = role_of(message)
+        protected = role in _SYSTEM_ROLES or i >= self.shape.current_start
+        unit = self.shape.unit_of[i]
+        group = len(self.shape.units[unit]) > 1
+        where = f"message {i}"
+        problems = self.layout.problems
+        tagged = isinstance(message, dict) and "x_context" in message
+        stripped = {k: v for k, v in message.items() if k != "x_context"} if tagged else message
+        tag = _default_tag(i, role, self.shape, self.policy)
+        if not isinstance(message, dict) or not _well_shaped(message):
+            problems.append(f"{where}: unexpected message shape, forwarded untouched")
+            tag.priority, tag.source = Priority.REQUIRED, "opaque"
+            base = self.item(i, role, Kind.OPAQUE, tag, "", False)
+            self.layout.messages.append(MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged))
+            return
+        x = message.get("x_context")
+        if isinstance(x, dict):
+            tag = read_tag(x, tag, self.policy, f"{where} x_context", problems, "x_context")
+        elif tagged:
+            problems.append(f"{where}: x_context is not an object, ignored")
+        if protected and tag.priority is not Priority.REQUIRED:
+            tag.priority = Priority.REQUIRED  # system messages and the current turn stay whole
+        content = message.get("content")
+        plain = not message.get("tool_calls") and not message.get("function_call")
+        texts: list[tuple[int | None, str]] = []
+        if isinstance(content, str):
+            texts.append((None, content))
+        elif isinstance(content, list):
+            for p, part in enumerate(content):
+                if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+                    texts.append((p, part["text"]))
+                else:
+                    plain = False
+        base = self.item(i, role, Kind.MESSAGE, tag, "", plain)
+        layout = MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged)
+        headings = role in _SYSTEM_ROLES and tag.source != "x_context"
+        base_text: list[str] = []
+        new_parts: dict[int | None, str] = {}
+        for p, text in texts:
+            pieces, found = split_blocks(text)
+            problems.extend(f"{where}: {f}" for f in found)
+            part = Part(p, [])
+            for piece in pieces:
+                if isinstance(piece, Block):
+                    layout.tagged = True
+                    problems.extend(f"{where}: {f}" for f in piece.problems)
+                    btag = read_tag(piece.attrs, tag, self.policy, f"{where} <context>", problems, "inline")
+                    unknown = sorted(set(piece.attrs) - {"section", "priority", "id", "cluster", "score", "summary_of"})
+                    if unknown:
+                        problems.append(f"{where} <context>: unknown attributes {', '.join(unknown)}")
+                    key = self.item(i, role, Kind.BLOCK, btag, piece.inner, True)
+                    layout.items.append(key)
+                    part.pieces.append((key, piece.inner))
+                    continue
+                for section, chunk in split_headings(piece, self.policy.headings) if headings else [(None, piece)]:
+                    if section is None:
+                        part.pieces.append((base, chunk))
+                        base_text.append(chunk)
+                        continue
+                    htag = _Tag(section, section_policy(self.policy, section).priority, "heading")
+                    key = self.item(i, role, Kind.HEADING, htag, chunk, True)
+                    layout.items.append(key)
+                    part.pieces.append((key, chunk))
+            layout.parts.append(part)
+            new_parts[p] = "".join(t for _, t in part.pieces)
+        self.layout.items[base].text = "".join(base_text)
+        if layout.tagged:
+            layout.stripped = _with_texts(stripped, new_parts)
+        self.layout.messages.append(layout)
+
+
+def _with_texts(message: dict[str, Any], texts: Mapping[int | None, str]) -> dict[str, Any]:
+    """`message` with its string content or text parts replaced (tags removed)."""
+    out = dict(message)
+    if None in texts:
+        out["content"] = texts[None]
+    elif texts:
+        out["content"] = [
+            {**part, "text": texts[p]} if p in texts else part for p, part in enumerate(message["content"])
+        ]
+    return out
+
+
+def build_layout(messages: Sequence[Any], policy: Policy) -> Layout:
+    """Every message cut into tagged items; a tool group takes one section and priority."""
+    builder = _Builder(messages, policy)
+    for i, message in enumerate(messages):
+        builder.message(i, message)
+    layout = builder.layout
+    _unify_groups(layout)
+    return layout
+
+
+def _unify_groups(layout: Layout) -> None:
+    """A tool group is one unit: its messages share the first tagged member's section and
+    priority, and a required item anywhere in it makes the whole group required."""
+    for unit in layout.units:
+        if len(unit) < 2:
+            continue
+        bases = [layout.items[layout.messages[i].base] for i in unit]
+        lead = next((b for b in bases if b.tag == "x_context"), bases[0])
+        required = any(layout.items[k].required for i in unit for k in layout.messages[i].items)
+        for b in bases:
+            b.section = lead.section
+            b.priority = Priority.REQUIRED if required else lead.priority

@@ -1,0 +1,74 @@
+"""The SSE tap: events passed on whole, usage read, the unrequested usage chunk withheld."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.sse import StreamTap, error_event
+
+
+def event(obj: object) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+CHUNKS = [
+    event({"choices": [{"index": 0, "delta": {"content": "Hel"}}], "usage": None}),
+    event({"choices": [{"index": 0, "delta": {"content": "lo"}}], "usage": None}),
+    event({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}],
+           "usage": None}),
+    event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}),
+    b"data: [DONE]\n\n",
+]
+STREAM = b"".join(CHUNKS)
+
+
+def run(tap: StreamTap, pieces: list[bytes]) -> bytes:
+    return b"".join(tap.feed(p) for p in pieces) + tap.flush()
+
+
+def test_client_that_asked_sees_everything() -> None:
+    tap = StreamTap(client_wants_usage=True)
+    assert run(tap, [STREAM]) == STREAM
+    assert tap.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert "".join(tap.text) == "Hellof{}"
+    assert tap.saw_done
+
+
+def test_client_that_did_not_ask_sees_the_plain_stream() -> None:
+    tap = StreamTap(client_wants_usage=False)
+    out = run(tap, [STREAM])
+    assert b'"usage"' not in out
+    assert out.endswith(b"data: [DONE]\n\n")
+    assert out.count(b"data: ") == 4
+    assert tap.usage is not None and tap.usage["total_tokens"] == 5
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=20))
+def test_split_anywhere_gives_same_output(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    tap = StreamTap(client_wants_usage=False)
+    whole = StreamTap(client_wants_usage=False)
+    assert run(tap, pieces) == run(whole, [STREAM])
+    assert tap.usage == whole.usage
+
+
+def test_crlf_events_and_non_json_pass_through() -> None:
+    raw = b"event: ping\r\ndata: hello\r\n\r\n: comment\n\ndata: {\"a\": 1}\n\n"
+    tap = StreamTap(client_wants_usage=False)
+    assert run(tap, [raw]) == raw
+    assert tap.usage is None
+
+
+def test_unterminated_tail_is_flushed() -> None:
+    tap = StreamTap(client_wants_usage=True)
+    assert tap.feed(b"data: [DONE]") == b""
+    assert tap.flush() == b"data: [DONE]"
+
+
+def test_error_event_is_openai_shaped() -> None:
+    raw = error_event("broke", "upstream_error", "upstream_stream_broken")
+    assert raw.startswith(b"data: ") and raw.endswith(b"\n\n")
+    assert orjson.loads(raw[6:])["error"]["code"] == "upstream_stream_broken"
