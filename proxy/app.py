@@ -15,8 +15,8 @@ from starlette.routing import Route
 from proxy import responses
 from proxy.auth import require_admin
 from proxy.errors import InvalidRequest, NotFound, ProxyError
-from proxy.logs import configure_logging
 from proxy.handlers import chat_completions, context_plan
+from proxy.logs import configure_logging
 from proxy.passthrough import forward
 from proxy.services import Services, open_services
 from proxy.settings import Settings
@@ -63,7 +63,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/{rest:path}", forward, methods=ALL_METHODS),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
+    return Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error}
+    )
 
 
 def app_from_env() -> Starlette:

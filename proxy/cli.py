@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -33,12 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the proxy server")
     serve.add_argument("--host", help="bind address (CONTEXT_PROXY_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (CONTEXT_PROXY_PORT, default 8080)")
-    serve.add_argument("--policies", help="policy folder (CONTEXT_PROXY_POLICIES, default ./policies)")
+    serve.add_argument(
+        "--policies", help="policy folder (CONTEXT_PROXY_POLICIES, default ./policies)"
+    )
     serve.add_argument("--upstream", help="upstream base URL (CONTEXT_PROXY_UPSTREAM)")
-    serve.add_argument("--usage-log", help="usage log path, '-' for stdout (CONTEXT_PROXY_USAGE_LOG)")
+    serve.add_argument(
+        "--usage-log", help="usage log path, '-' for stdout (CONTEXT_PROXY_USAGE_LOG)"
+    )
     serve.add_argument("--workers", type=int, help="worker processes (CONTEXT_PROXY_WORKERS)")
-    serve.add_argument("--max-body-mb", type=float, help="body size limit (CONTEXT_PROXY_MAX_BODY_MB)")
-    serve.add_argument("--state", help="shared state, e.g. redis://host:6379/0 (CONTEXT_PROXY_STATE)")
+    serve.add_argument(
+        "--max-body-mb", type=float, help="body size limit (CONTEXT_PROXY_MAX_BODY_MB)"
+    )
+    serve.add_argument(
+        "--state", help="shared state, e.g. redis://host:6379/0 (CONTEXT_PROXY_STATE)"
+    )
     serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
     serve.set_defaults(func=serve_command)
 
@@ -63,8 +72,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     """Flags override environment variables, which override defaults."""
     env = dict(os.environ)
     for flag, name in (
-        ("host", "HOST"), ("port", "PORT"), ("policies", "POLICIES"), ("upstream", "UPSTREAM"),
-        ("usage_log", "USAGE_LOG"), ("workers", "WORKERS"), ("max_body_mb", "MAX_BODY_MB"),
+        ("host", "HOST"),
+        ("port", "PORT"),
+        ("policies", "POLICIES"),
+        ("upstream", "UPSTREAM"),
+        ("usage_log", "USAGE_LOG"),
+        ("workers", "WORKERS"),
+        ("max_body_mb", "MAX_BODY_MB"),
         ("state", "STATE"),
     ):
         value = getattr(args, flag, None)
@@ -90,6 +104,9 @@ def serve_command(args: argparse.Namespace) -> int:
     # Worker processes rebuild the settings from the environment.
     os.environ.update(settings.to_env())
     os.environ["CONTEXT_PROXY_LOG_LEVEL"] = args.log_level
+    # uvicorn re-raises the signal that stopped it once shutdown is done; a no-op handler
+    # turns that into a plain return, so a graceful SIGTERM exits 0.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     uvicorn.run(
         "proxy.app:app_from_env",
         factory=True,

@@ -24,7 +24,9 @@ class ProxyError(Exception):
 
 
 def error_body(message: str, type_: str, param: str | None, code: str | None) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+    return orjson.dumps(
+        {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    )
 
 
 class InvalidRequest(ProxyError):

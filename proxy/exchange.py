@@ -83,7 +83,11 @@ class Exchange:
         team = policy.team if policy else "unknown"
         forwarded = self.upstream_started is not None
         if self.usage_from_upstream:
-            prompt, completion, source = self.prompt_tokens or 0, self.completion_tokens or 0, "upstream"
+            prompt, completion, source = (
+                self.prompt_tokens or 0,
+                self.completion_tokens or 0,
+                "upstream",
+            )
         else:
             prompt = o.tokens_after if (o is not None and forwarded) else 0
             completion = self.estimated_completion if forwarded else 0
@@ -93,7 +97,8 @@ class Exchange:
             services.quotas.add(team, total)
         quota = (
             services.quotas.status(team, policy.quotas, policy.thresholds)
-            if policy is not None else None
+            if policy is not None
+            else None
         )
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None

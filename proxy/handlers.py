@@ -50,12 +50,17 @@ async def chat_completions(request: Request) -> Response:
             headers.append(("authorization", auth))
         ex.upstream_started = time.perf_counter()
         upstream = await services.upstream.send(
-            "POST", upstream_url(services, policy, "/chat/completions"), headers, payload,
-            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s), ex.stream,
+            "POST",
+            upstream_url(services, policy, "/chat/completions"),
+            headers,
+            payload,
+            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s),
+            ex.stream,
         )
         if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
             return responses.streamed(
-                200, upstream.headers,
+                200,
+                upstream.headers,
                 relay_stream(services, ex, upstream, tokenizer, client_wants_usage),
                 ex.context_headers(),
             )
@@ -121,7 +126,11 @@ def upstream_url(services: Services, policy: Policy, path: str) -> str:
 
 
 def finish_plain(
-    services: Services, ex: Exchange, upstream: UpstreamResponse, answer: bytes, tokenizer: Tokenizer
+    services: Services,
+    ex: Exchange,
+    upstream: UpstreamResponse,
+    answer: bytes,
+    tokenizer: Tokenizer,
 ) -> Response:
     error: str | None = None
     status = upstream.status
@@ -129,8 +138,10 @@ def finish_plain(
         try:
             parsed = orjson.loads(answer)
         except orjson.JSONDecodeError:
-            exc = UpstreamUnreachable("The upstream answered with something that is not JSON.",
-                                      code="upstream_invalid_response")
+            exc = UpstreamUnreachable(
+                "The upstream answered with something that is not JSON.",
+                code="upstream_invalid_response",
+            )
             ex.finish(services, exc.status, exc.code)
             return responses.error(exc, ex.context_headers())
         if isinstance(parsed, dict):
@@ -153,7 +164,10 @@ def _answer_text(parsed: dict[str, Any]) -> str:
 
 
 async def relay_stream(
-    services: Services, ex: Exchange, upstream: UpstreamResponse, tokenizer: Tokenizer,
+    services: Services,
+    ex: Exchange,
+    upstream: UpstreamResponse,
+    tokenizer: Tokenizer,
     client_wants_usage: bool,
 ) -> AsyncIterator[bytes]:
     """Pass events on as they arrive; on a break, one error event and a clean end."""
@@ -203,4 +217,6 @@ async def context_plan(request: Request) -> Response:
     except ProxyError as exc:
         return responses.error(exc, ex.context_headers())
     answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
-    return responses.plain(200, [("content-type", "application/json")], answer, ex.context_headers())
+    return responses.plain(
+        200, [("content-type", "application/json")], answer, ex.context_headers()
+    )

@@ -83,6 +83,7 @@ class Layout:
     current_start: int  # index of the first message of the current turn
     problems: list[str] = field(default_factory=list)
     extra: dict[int, dict[str, Any]] = field(default_factory=dict)  # item key -> summary message
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # item key -> messages covered
 
     @property
     def tagged(self) -> bool:

@@ -10,7 +10,10 @@ from typing import Any
 import orjson
 
 # Attributes every LogRecord has; anything else was passed with `extra=` and is emitted.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+}
 
 
 class JsonLines(logging.Formatter):

@@ -27,24 +27,32 @@ async def forward(request: Request) -> Response:
         declared = request.headers.get("content-length")
         limit = services.settings.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BodyTooLarge(f"The request body is larger than the proxy's limit of {limit // 2**20} MiB.")
+            raise BodyTooLarge(
+                f"The request body is larger than the proxy's limit of {limit // 2**20} MiB."
+            )
         headers = clean_headers(request.headers, frozenset({"authorization", "cookie"}))
         if declared is not None:
             headers.append(("content-length", declared))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
             headers.append(("authorization", auth))
-        suffix = path[len("/v1"):] if path.startswith("/v1") else path
+        suffix = path[len("/v1") :] if path.startswith("/v1") else path
         url = upstream_url(services, policy, suffix)
         if request.url.query:
             url += "?" + request.url.query
         has_body = request.method not in ("GET", "HEAD", "DELETE", "OPTIONS")
         upstream = await services.upstream.send(
-            request.method, url, headers, _body(request, limit) if has_body else None,
-            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s), streaming=True,
+            request.method,
+            url,
+            headers,
+            _body(request, limit) if has_body else None,
+            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s),
+            streaming=True,
         )
     except ProxyError as exc:
-        services.metrics.observe_passthrough(route_group(path), exc.status, time.perf_counter() - started)
+        services.metrics.observe_passthrough(
+            route_group(path), exc.status, time.perf_counter() - started
+        )
         return responses.error(exc)
 
     async def relay() -> AsyncIterator[bytes]:
@@ -55,7 +63,9 @@ async def forward(request: Request) -> Response:
         except UpstreamBroke:
             status = 502  # headers are gone already; ending the body early is all we can do
         finally:
-            services.metrics.observe_passthrough(route_group(path), status, time.perf_counter() - started)
+            services.metrics.observe_passthrough(
+                route_group(path), status, time.perf_counter() - started
+            )
 
     return responses.streamed(upstream.status, upstream.headers, relay())
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from proxy.types import Overflow, Priority, Section, Strategy
 
@@ -79,14 +79,20 @@ class SummaryPolicy:
 
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(
     {
-        Section.SYSTEM_PROMPT: SectionPolicy(0.15, Priority.REQUIRED, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.SYSTEM_PROMPT: SectionPolicy(
+            0.15, Priority.REQUIRED, Overflow.TRUNCATE, Strategy.RECENT
+        ),
         Section.GOAL: SectionPolicy(0.05, Priority.REQUIRED, Overflow.TRUNCATE, Strategy.RECENT),
         Section.MEMORY: SectionPolicy(0.10, Priority.HIGH, Overflow.TRUNCATE, Strategy.RECENT),
-        Section.WORKING_STATE: SectionPolicy(0.05, Priority.HIGH, Overflow.TRUNCATE, Strategy.RECENT),
+        Section.WORKING_STATE: SectionPolicy(
+            0.05, Priority.HIGH, Overflow.TRUNCATE, Strategy.RECENT
+        ),
         Section.CONVERSATION_SUMMARY: SectionPolicy(
             0.15, Priority.MEDIUM, Overflow.TRUNCATE, Strategy.RECENT
         ),
-        Section.RETRIEVED_CONTEXT: SectionPolicy(0.10, Priority.MEDIUM, Overflow.DROP, Strategy.SCORE),
+        Section.RETRIEVED_CONTEXT: SectionPolicy(
+            0.10, Priority.MEDIUM, Overflow.DROP, Strategy.SCORE
+        ),
         Section.RECENT_MESSAGES: SectionPolicy(0.35, Priority.HIGH, Overflow.DROP, Strategy.RECENT),
         Section.SCAFFOLDING_REMINDER: SectionPolicy(
             0.05, Priority.LOW, Overflow.TRUNCATE, Strategy.RECENT

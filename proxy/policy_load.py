@@ -147,7 +147,9 @@ def _sections(node: yaml.Node, problems: Problems) -> dict[Section, SectionPolic
         except ValueError:
             problems.add(key_node, f"unknown section {key_node.value!r} (known: {known})")
             continue
-        values = check_mapping(value_node, SECTION_FIELDS, problems, {}, f"sections.{section.value}.")
+        values = check_mapping(
+            value_node, SECTION_FIELDS, problems, {}, f"sections.{section.value}."
+        )
         out[section] = replace(DEFAULT_SECTIONS[section], **values)
     return out
 
@@ -247,8 +249,9 @@ def _cross_file_problems(policies: list[Policy]) -> list[str]:
     keys: dict[str, str] = {}
     for policy in policies:
         if policy.team in teams:
-            problems.append(f"{policy.source}:1: team {policy.team!r} is also defined in "
-                            f"{teams[policy.team]}")
+            problems.append(
+                f"{policy.source}:1: team {policy.team!r} is also defined in {teams[policy.team]}"
+            )
         teams.setdefault(policy.team, policy.source)
         for key in policy.keys:
             if key.lower() in keys and keys[key.lower()] != policy.source:

@@ -51,8 +51,10 @@ def _scalar(node: yaml.Node) -> Any:
 
 
 def _where(node: yaml.Node) -> str:
-    return "a mapping" if isinstance(node, yaml.MappingNode) else (
-        "a list" if isinstance(node, yaml.SequenceNode) else repr(_scalar(node))
+    return (
+        "a mapping"
+        if isinstance(node, yaml.MappingNode)
+        else ("a list" if isinstance(node, yaml.SequenceNode) else repr(_scalar(node)))
     )
 
 
@@ -68,7 +70,9 @@ def check_mapping(
     if not isinstance(node, yaml.MappingNode):
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
             return out  # `upstream:` with nothing under it means "all defaults"
-        problems.add(node, f"{path.rstrip('.') or 'the policy'} must be a mapping, got {_where(node)}")
+        problems.add(
+            node, f"{path.rstrip('.') or 'the policy'} must be a mapping, got {_where(node)}"
+        )
         return out
     seen: set[str] = set()
     for key_node, value_node in node.value:
@@ -93,12 +97,14 @@ def check_mapping(
     return out
 
 
-def _typed(node: yaml.Node, problems: Problems, name: str, kinds: tuple[type, ...], what: str) -> Any:
+def _typed(
+    node: yaml.Node, problems: Problems, name: str, kinds: tuple[type, ...], what: str
+) -> Any:
     if not isinstance(node, yaml.ScalarNode):
         problems.add(node, f"{name} must be {what}, got {_where(node)}")
         return INVALID
     value = _scalar(node)
-    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         problems.add(node, f"{name} must be {what}, got {value!r}")
         return INVALID
     if isinstance(value, float) and not math.isfinite(value):
@@ -119,8 +125,14 @@ def yes_no(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
     return _typed(node, problems, name, (bool,), "true or false")
 
 
-def _number(node: yaml.Node, problems: Problems, name: str, test: Callable[[float], bool],
-            what: str, kinds: tuple[type, ...] = (int, float)) -> Any:
+def _number(
+    node: yaml.Node,
+    problems: Problems,
+    name: str,
+    test: Callable[[float], bool],
+    what: str,
+    kinds: tuple[type, ...] = (int, float),
+) -> Any:
     value = _typed(node, problems, name, kinds, what)
     if value is not INVALID and not test(value):
         problems.add(node, f"{name} must be {what}, got {value!r}")
@@ -190,10 +202,11 @@ def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
             continue
         if not _KEY_HASH.fullmatch(value):
             # Never echo what was written: it may be a raw key pasted by mistake.
-            problems.add(item, f"{name}: each entry must be 'sha256:' and 64 hex digits "
-                               "(store the hash of a key, never the key itself)")
+            problems.add(
+                item,
+                f"{name}: each entry must be 'sha256:' and 64 hex digits "
+                "(store the hash of a key, never the key itself)",
+            )
             continue
         out.append(value.lower())
     return out
-
-

@@ -50,7 +50,10 @@ class PolicyStore:
             return
         try:
             async for _changes in awatch(
-                folder, stop_event=stop, debounce=200, recursive=False,
+                folder,
+                stop_event=stop,
+                debounce=200,
+                recursive=False,
                 watch_filter=lambda _change, path: path.endswith((".yaml", ".yml")),
             ):
                 self.reload()

@@ -8,6 +8,15 @@ from collections.abc import Iterable, Sequence
 
 K1 = 1.2
 B = 0.75
+# Share of a turn's score given to the turns 1 and 2 places away. In a conversation the
+# answer sits next to the question: "How did you get into painting?" is followed by
+# "A friend got me into it", which shares no word with a later "How did Evan get into
+# painting?". On LoCoMo at a 4k budget this lifts the evidence kept from 0.70 to 0.80.
+SPREAD = (0.5, 0.25)
+# Weight of a term that is only in the `context` (the newest turns), not in the query.
+# Full weight would let the chatter of the last few turns drown the question: on LoCoMo,
+# adding the six newest turns to the query at full weight halves the evidence kept.
+CONTEXT_WEIGHT = 0.05
 
 # Unicode letters and digits; underscores split words so `user_id` matches `user id`.
 _WORD = re.compile(r"[^\W_]+")
@@ -67,15 +76,28 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in _words(text.lower()) if w not in STOPWORDS]
 
 
-def score_history(query: str, documents: Sequence[str]) -> list[float]:
-    """BM25 score of each document against `query`; one non-negative float per document.
+def score_history(
+    query: str,
+    documents: Sequence[str],
+    spread: Sequence[float] = SPREAD,
+    context: str = "",
+    context_weight: float = CONTEXT_WEIGHT,
+) -> list[float]:
+    """Relevance of each document to `query`; one non-negative float per document.
 
-    The collection statistics (document frequency, average length) come from `documents`
-    themselves, so a word that appears in every turn (a speaker's name) weighs little and
+    `query` is the current turn; `context` (optional) the newest turns, whose terms count
+    `context_weight` as much, so that a terse "and what about the other one?" still finds
+    its subject without recent chatter outweighing a specific question.
+
+    `documents` are history items in conversation order. Each gets its BM25 score plus
+    `spread[d-1]` times the BM25 score of each item `d` places away (`spread=()` gives
+    plain BM25). The collection statistics (document frequency, average length) come from
+    `documents` themselves, so a word in every turn (a speaker's name) weighs little and
     a rare word shared with the query weighs a lot.
     """
     n = len(documents)
-    query_terms = set(terms(query))
+    query_terms = dict.fromkeys(terms(context), context_weight) if context_weight > 0 else {}
+    query_terms.update(dict.fromkeys(terms(query), 1.0))
     if n == 0 or not query_terms:
         return [0.0] * n
     words = [_words(doc.lower()) for doc in documents]
@@ -105,8 +127,9 @@ def score_history(query: str, documents: Sequence[str]) -> list[float]:
     for found in hits:
         for t in found:
             df[t] = df.get(t, 0) + 1
-    # The +1 inside the log keeps idf positive even for a term in every document.
-    idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+    # The +1 inside the log keeps idf positive even for a term in every document; the
+    # query term's weight is folded in.
+    idf = {t: query_terms[t] * math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
     scores: list[float] = []
     for found, length in zip(hits, lengths, strict=True):
         if not found:
@@ -114,7 +137,18 @@ def score_history(query: str, documents: Sequence[str]) -> list[float]:
             continue
         norm = K1 * (1.0 - B + B * length / avg)
         scores.append(sum(idf[t] * tf * (K1 + 1.0) / (tf + norm) for t, tf in found.items()))
-    return scores
+    return _spread(scores, spread)
+
+
+def _spread(scores: list[float], weights: Sequence[float]) -> list[float]:
+    out = list(scores)
+    for d, w in enumerate(weights, 1):
+        if d >= len(scores):
+            break
+        # Item i gains w * scores[i - d] (the one before) and w * scores[i + d] (after).
+        out[d:] = [o + w * x for o, x in zip(out[d:], scores, strict=False)]
+        out[:-d] = [o + w * x for o, x in zip(out[:-d], scores[d:], strict=False)]
+    return out
 
 
 def expand_neighbors(chosen: Iterable[int], n: int, limit: int) -> set[int]:

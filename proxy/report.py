@@ -26,7 +26,6 @@ _SUMMED = (
     "tokens_removed", "warnings", "critical",
 )
 # fmt: on
-_TRIM_FIELDS = ("dropped", "truncated", "summarized", "deduped")
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
@@ -116,14 +115,18 @@ def aggregate(
     """Sum the records in `lines` per group of `by` fields, plus the dashboard's series."""
     agg = Aggregate(tuple(by))
     groups, day_team, models = agg.groups, agg.day_team_tokens, agg.model_tokens
+    # Our writer puts `ts` first: lines before `since` are skipped without parsing them.
+    since_b = None if since is None else since.encode()
     for line in lines:
+        if since_b is not None and line.startswith(b'{"ts":"') and line[7:26] < since_b:
+            continue
         try:  # read everything first, so a bad field skips the whole line, not half of it
             rec = orjson.loads(line)
             ts = rec["ts"]
             day = ts[:10]
             if (since is not None and ts < since) or (until is not None and ts >= until):
                 continue
-            key = tuple(_group_value(rec, k, ts) for k in by)
+            key = tuple([_group_value(rec, k, ts) for k in by])
             total = int(rec.get("total_tokens") or 0)
             prompt = int(rec.get("prompt_tokens") or 0)
             completion = int(rec.get("completion_tokens") or 0)

@@ -36,11 +36,14 @@ td.k,th.k{text-align:left}td{white-space:nowrap}tr.total td{font-weight:bold;bac
 
 
 def human(n: float) -> str:
-    """1234567 -> 1.2M: axis and card labels."""
-    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= factor:
-            return f"{n / factor:.1f}{suffix}"
-    return f"{n:.0f}"
+    """1234567 -> 1.23M, 750000 -> 750k: axis and card labels, three significant digits."""
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")):
+        if abs(n) >= factor or factor == 1.0:
+            v = n / factor
+            digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
+            text = f"{v:.{digits}f}"
+            return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
+    return str(n)  # unreachable: the last factor always matches
 
 
 def _nice_max(v: float) -> float:

@@ -28,7 +28,9 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
                     raise BodyTooLarge(_too_large(max_bytes))
                 parts.append(chunk)
     except TimeoutError:
-        raise InvalidRequest("The request body was not received in time.", code="body_timeout") from None
+        raise InvalidRequest(
+            "The request body was not received in time.", code="body_timeout"
+        ) from None
     except ClientDisconnect:
         raise InvalidRequest("The client disconnected before sending its body.") from None
     return b"".join(parts)
@@ -55,11 +57,14 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise InvalidRequest(
-                f"messages[{index}] must be an object with a string 'role'", param=f"messages[{index}]"
+                f"messages[{index}] must be an object with a string 'role'",
+                param=f"messages[{index}]",
             )
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
             raise InvalidRequest(f"'{key}' must be a non-negative integer", param=key)
     if "stream" in body and not isinstance(body["stream"], bool | None):
         raise InvalidRequest("'stream' must be a boolean", param="stream")

@@ -13,14 +13,16 @@ def _raw(headers: list[tuple[str, str]], extra: Mapping[str, str]) -> list[tuple
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     names = {k for k, _ in raw}
     raw.extend(
-        (k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()
+        (k.encode("latin-1"), v.encode("latin-1"))
+        for k, v in extra.items()
         if k.encode("latin-1") not in names
     )
     return raw
 
 
-def plain(status: int, headers: list[tuple[str, str]], body: bytes,
-          extra: Mapping[str, str] | None = None) -> Response:
+def plain(
+    status: int, headers: list[tuple[str, str]], body: bytes, extra: Mapping[str, str] | None = None
+) -> Response:
     response = Response(content=body, status_code=status)
     # Keep Starlette's own content-length: the upstream's may describe an encoding we undid.
     length = [(k, v) for k, v in response.raw_headers if k == b"content-length"]
@@ -28,8 +30,12 @@ def plain(status: int, headers: list[tuple[str, str]], body: bytes,
     return response
 
 
-def streamed(status: int, headers: list[tuple[str, str]], chunks: AsyncIterator[bytes],
-             extra: Mapping[str, str] | None = None) -> StreamingResponse:
+def streamed(
+    status: int,
+    headers: list[tuple[str, str]],
+    chunks: AsyncIterator[bytes],
+    extra: Mapping[str, str] | None = None,
+) -> StreamingResponse:
     response = StreamingResponse(chunks, status_code=status)
     response.raw_headers = _raw(headers, extra or {})
     return response

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from proxy.costs import well_shaped
 from proxy.groups import Shape, role_of, shape
 from proxy.items import Item, Kind, Layout, MessageLayout, Part
 from proxy.policy import DEFAULT_SECTIONS, Policy, SectionPolicy
@@ -38,7 +39,12 @@ class _Tag:
 
 
 def read_tag(
-    fields: Mapping[str, Any], inherit: _Tag, policy: Policy, where: str, problems: list[str], source: str
+    fields: Mapping[str, Any],
+    inherit: _Tag,
+    policy: Policy,
+    where: str,
+    problems: list[str],
+    source: str,
 ) -> _Tag:
     """A tag from x_context or block attributes; missing or bad fields fall back to `inherit`."""
     tag = _Tag(inherit.section, inherit.priority, source)
@@ -48,7 +54,9 @@ def read_tag(
             tag.section = Section(raw)
             tag.priority = section_policy(policy, tag.section).priority
         except ValueError:
-            problems.append(f"{where}: unknown section {str(raw)[:40]!r}, using {inherit.section.value}")
+            problems.append(
+                f"{where}: unknown section {str(raw)[:40]!r}, using {inherit.section.value}"
+            )
     raw = fields.get("priority")
     if raw is not None:
         try:
@@ -81,19 +89,6 @@ def read_tag(
     return tag
 
 
-def _well_shaped(message: dict[str, Any]) -> bool:
-    content = message.get("content")
-    calls = message.get("tool_calls")
-    call = message.get("function_call")
-    name = message.get("name")
-    return (
-        (content is None or isinstance(content, str | list))
-        and (calls is None or isinstance(calls, list))
-        and (call is None or isinstance(call, dict))
-        and (name is None or isinstance(name, str))
-    )
-
-
 def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> _Tag:
     if role in _SYSTEM_ROLES:
         return _Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
@@ -112,8 +107,22 @@ class _Builder:
     def item(self, i: int, role: str, kind: Kind, tag: _Tag, text: str, plain: bool) -> int:
         key = len(self.layout.items)
         self.layout.items.append(
-            Item(key, i, role, kind, tag.section, tag.priority, text, tag.source, tag.id,
-                 tag.cluster, tag.score, tag.summary_of, i >= self.shape.current_start, plain)
+            Item(
+                key,
+                i,
+                role,
+                kind,
+                tag.section,
+                tag.priority,
+                text,
+                tag.source,
+                tag.id,
+                tag.cluster,
+                tag.score,
+                tag.summary_of,
+                i >= self.shape.current_start,
+                plain,
+            )
         )
         return key
 
@@ -127,11 +136,13 @@ class _Builder:
         tagged = isinstance(message, dict) and "x_context" in message
         stripped = {k: v for k, v in message.items() if k != "x_context"} if tagged else message
         tag = _default_tag(i, role, self.shape, self.policy)
-        if not isinstance(message, dict) or not _well_shaped(message):
+        if not well_shaped(message):
             problems.append(f"{where}: unexpected message shape, forwarded untouched")
             tag.priority, tag.source = Priority.REQUIRED, "opaque"
             base = self.item(i, role, Kind.OPAQUE, tag, "", False)
-            self.layout.messages.append(MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged))
+            self.layout.messages.append(
+                MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged)
+            )
             return
         x = message.get("x_context")
         if isinstance(x, dict):
@@ -146,9 +157,13 @@ class _Builder:
         if isinstance(content, str):
             texts.append((None, content))
         elif isinstance(content, list):
-            for p, part in enumerate(content):
-                if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
-                    texts.append((p, part["text"]))
+            for index, part in enumerate(content):
+                if (
+                    isinstance(part, dict)
+                    and part.get("type") in _TEXT_PARTS
+                    and isinstance(part.get("text"), str)
+                ):
+                    texts.append((index, part["text"]))
                 else:
                     plain = False
         base = self.item(i, role, Kind.MESSAGE, tag, "", plain)
@@ -164,15 +179,24 @@ class _Builder:
                 if isinstance(piece, Block):
                     layout.tagged = True
                     problems.extend(f"{where}: {f}" for f in piece.problems)
-                    btag = read_tag(piece.attrs, tag, self.policy, f"{where} <context>", problems, "inline")
-                    unknown = sorted(set(piece.attrs) - {"section", "priority", "id", "cluster", "score", "summary_of"})
+                    btag = read_tag(
+                        piece.attrs, tag, self.policy, f"{where} <context>", problems, "inline"
+                    )
+                    unknown = sorted(
+                        set(piece.attrs)
+                        - {"section", "priority", "id", "cluster", "score", "summary_of"}
+                    )
                     if unknown:
-                        problems.append(f"{where} <context>: unknown attributes {', '.join(unknown)}")
+                        problems.append(
+                            f"{where} <context>: unknown attributes {', '.join(unknown)}"
+                        )
                     key = self.item(i, role, Kind.BLOCK, btag, piece.inner, True)
                     layout.items.append(key)
                     part.pieces.append((key, piece.inner))
                     continue
-                for section, chunk in split_headings(piece, self.policy.headings) if headings else [(None, piece)]:
+                for section, chunk in (
+                    split_headings(piece, self.policy.headings) if headings else [(None, piece)]
+                ):
                     if section is None:
                         part.pieces.append((base, chunk))
                         base_text.append(chunk)
@@ -196,7 +220,8 @@ def _with_texts(message: dict[str, Any], texts: Mapping[int | None, str]) -> dic
         out["content"] = texts[None]
     elif texts:
         out["content"] = [
-            {**part, "text": texts[p]} if p in texts else part for p, part in enumerate(message["content"])
+            {**part, "text": texts[p]} if p in texts else part
+            for p, part in enumerate(message["content"])
         ]
     return out
 

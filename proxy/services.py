@@ -7,17 +7,18 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any
 
 from proxy.metrics import Metrics
 from proxy.policy_store import PolicyStore
 from proxy.quotas import QuotaBook
 from proxy.settings import Settings
-from proxy.tokens import ContextWindows, TokenCounter
+from proxy.tokens import TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import ThresholdWatch, UsageLog
+from proxy.windows import ContextWindows
 
 log = logging.getLogger("context_proxy")
 
@@ -36,9 +37,9 @@ class Services:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def spawn(self, coro: object) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

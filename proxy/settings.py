@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "CONTEXT_PROXY_"
@@ -81,7 +81,7 @@ def _int(raw: str | None, default: int, name: str) -> int:
         value = int(raw)
     except ValueError:
         raise SettingsError(f"{ENV_PREFIX}{name} must be an integer, got {raw!r}") from None
-    if value < 1 and name != "PORT" or value < 0:
+    if (value < 1 and name != "PORT") or value < 0:
         raise SettingsError(f"{ENV_PREFIX}{name} must be positive, got {raw!r}")
     return value
 

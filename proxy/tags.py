@@ -44,7 +44,9 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
             break
         nested = _OPEN.search(text, m.end(), close)
         if nested is not None:
-            problems.append(f"<context> at character {m.start()} has no matching close: kept as text")
+            problems.append(
+                f"<context> at character {m.start()} has no matching close: kept as text"
+            )
             scan = nested.start()
             continue
         if m.start() > pos:

@@ -40,7 +40,9 @@ from proxy.images import ImageRule, image_rule, image_tokens
 from proxy.policy import Policy
 from proxy.token_text import CountCache, HFText, TiktokenText, format_functions, load_encoding
 from proxy.types import Body, Message, Tokenizer
-from proxy.windows import base_model, policy_model
+from proxy.windows import ContextWindows, base_model, policy_model
+
+__all__ = ["ChatTokenizer", "ContextWindows", "TokenCounter"]  # ContextWindows: proxy.windows
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,8 @@ class ChatTokenizer:
         self._images = images
         self._factor = factor
         self._name = text.name if factor == 1.0 else f"estimate:{text.name}*{factor:g}"
-        self._tag = (self._name, images)  # the cache key's tokenizer part
+        self._roles: dict[str, int] = {}
+        self._tag = hash((self._name, images))  # the cache key's tokenizer part, hashed once
 
     @property
     def name(self) -> str:
@@ -214,7 +217,7 @@ class ChatTokenizer:
     def _message(self, message: Message) -> int:
         count = self._text.count
         role = message.get("role")
-        n = 3 + (count(role) if isinstance(role, str) else 0)
+        n = 3 + (self._role(role) if isinstance(role, str) else 0)
         content = message.get("content")
         if isinstance(content, str):
             n += count(content)
@@ -237,6 +240,15 @@ class ChatTokenizer:
                 n += count(value)
         return n
 
+    def _role(self, role: str) -> int:
+        # A handful of roles recur in every message: remember their counts.
+        found = self._roles.get(role)
+        if found is None:
+            found = self._text.count(role)
+            if len(self._roles) < 64:
+                self._roles[role] = found
+        return found
+
     def _part(self, part: object) -> int:
         if isinstance(part, str):
             return self._text.count(part)
@@ -256,7 +268,7 @@ class ChatTokenizer:
         if functions:
             n += count(format_functions(functions)) + 9
             messages = body.get("messages") or ()
-            system = next((m for m in messages if m.get("role") == "system"), None)
+            system = next((m for m in messages if _role(m) == "system"), None)
             if system is not None:
                 n -= 4
                 text = system.get("content")
@@ -274,3 +286,7 @@ class ChatTokenizer:
             rendered = orjson.dumps(schema.get("schema")).decode()
             n += 8 + count(str(schema.get("name", ""))) + count(rendered)
         return n
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, dict) else None

@@ -44,7 +44,9 @@ class Timeouts:
     connect_s: float
 
 
-def clean_headers(headers: Mapping[str, str] | CIMultiDict[str], drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+def clean_headers(
+    headers: Mapping[str, str] | CIMultiDict[str], drop: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones and those named by `Connection`, keeping repeats."""
     items = list(headers.items())
     named = {
@@ -76,7 +78,9 @@ class UpstreamResponse:
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise UpstreamTimeout("the upstream timed out while sending its answer") from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(f"the upstream broke off its answer ({type(exc).__name__})") from exc
+            raise UpstreamUnreachable(
+                f"the upstream broke off its answer ({type(exc).__name__})"
+            ) from exc
         finally:
             self._response.release()
 
@@ -106,7 +110,9 @@ class Upstream:
 
     @classmethod
     def open(cls) -> Upstream:
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(
+            limit=0, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=300
+        )
         session = aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,  # bodies pass through as the upstream encoded them
@@ -137,7 +143,11 @@ class Upstream:
         )
         try:
             response = await self._session.request(
-                method, url, headers=CIMultiDict(headers), data=body, timeout=timeout,
+                method,
+                url,
+                headers=CIMultiDict(headers),
+                data=body,
+                timeout=timeout,
                 allow_redirects=False,
             )
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:

@@ -27,8 +27,15 @@ def free_port() -> int:
 def serve(app: Any, port: int | None = None) -> Iterator[str]:
     """Serve an ASGI app with uvicorn in a thread; yields its base URL."""
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on", loop="asyncio", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        loop="asyncio",
+        timeout_graceful_shutdown=5,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -90,8 +97,10 @@ def start_proxy(tmp_path: Path, upstream_url: str, policies_dir: Path) -> Iterat
 
     def start(**overrides: Any) -> RunningProxy:
         values: dict[str, Any] = {
-            "policies": str(policies_dir), "upstream": upstream_url,
-            "usage_log": str(tmp_path / "usage.jsonl"), "watch_policies": False,
+            "policies": str(policies_dir),
+            "upstream": upstream_url,
+            "usage_log": str(tmp_path / "usage.jsonl"),
+            "watch_policies": False,
         }
         values.update(overrides)
         settings = Settings(**values)

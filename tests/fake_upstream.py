@@ -34,7 +34,9 @@ class FakeUpstream:
     reply_text: str = "Hello from the fake upstream."
     delay_s: float = 0.0
     status: int = 200
-    error_body: bytes = b'{"error": {"message": "rate limited", "type": "rate_limit", "code": "rate_limit"}}'
+    error_body: bytes = (
+        b'{"error": {"message": "rate limited", "type": "rate_limit", "code": "rate_limit"}}'
+    )
 
     def reset(self) -> None:
         self.mode, self.requests, self.delay_s, self.status = "ok", [], 0.0, 200
@@ -44,30 +46,49 @@ class FakeUpstream:
         return self.requests[-1]
 
     def app(self) -> Starlette:
-        return Starlette(routes=[
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route(
+                    "/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]
+                ),
+            ]
+        )
 
     async def record(self, request: Request) -> Recorded:
-        rec = Recorded(request.method, request.url.path, request.url.query,
-                       dict(request.headers), await request.body())
+        rec = Recorded(
+            request.method,
+            request.url.path,
+            request.url.query,
+            dict(request.headers),
+            await request.body(),
+        )
         self.requests.append(rec)
         return rec
 
     async def other(self, request: Request) -> Response:
         rec = await self.record(request)
         if rec.path == "/v1/models":
-            return Response(orjson.dumps({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}),
-                            media_type="application/json", headers={"x-upstream": "yes"})
+            return Response(
+                orjson.dumps({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}),
+                media_type="application/json",
+                headers={"x-upstream": "yes"},
+            )
         if rec.path == "/v1/stream-out":
+
             async def parts() -> Any:
                 for i in range(5):
                     yield f"part{i};".encode()
                     await asyncio.sleep(0.01)
+
             return StreamingResponse(parts(), media_type="text/plain")
-        echo = {"method": rec.method, "path": rec.path, "query": rec.query, "size": len(rec.body),
-                "authorization": rec.headers.get("authorization")}
+        echo = {
+            "method": rec.method,
+            "path": rec.path,
+            "query": rec.query,
+            "size": len(rec.body),
+            "authorization": rec.headers.get("authorization"),
+        }
         return Response(orjson.dumps(echo), media_type="application/json")
 
     async def chat(self, request: Request) -> Response:
@@ -76,23 +97,40 @@ class FakeUpstream:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if mode == "error":
-            return Response(self.error_body, status_code=self.status if self.status >= 400 else 429,
-                            media_type="application/json", headers={"retry-after": "7"})
+            return Response(
+                self.error_body,
+                status_code=self.status if self.status >= 400 else 429,
+                media_type="application/json",
+                headers={"retry-after": "7"},
+            )
         if mode == "invalid_json":
             return Response(b"{not json", media_type="application/json")
         if mode == "html":
-            return Response(b"<html><body>Bad gateway</body></html>", status_code=502,
-                            media_type="text/html")
+            return Response(
+                b"<html><body>Bad gateway</body></html>", status_code=502, media_type="text/html"
+            )
         if mode == "hang":
             await asyncio.sleep(3600)
         body = rec.json()
         if body.get("stream"):
             return self.stream(body, broken=mode == "break")
-        usage = None if mode == "no_usage" else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        usage = (
+            None
+            if mode == "no_usage"
+            else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        )
         answer: dict[str, Any] = {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": self.reply_text}}],
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1,
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": self.reply_text},
+                }
+            ],
         }
         if usage:
             answer["usage"] = usage
@@ -103,11 +141,23 @@ class FakeUpstream:
         words = self.reply_text.split(" ")
 
         async def events() -> Any:
-            base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-                    "model": body.get("model")}
+            base = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": body.get("model"),
+            }
             for i, word in enumerate(words):
-                chunk = dict(base, choices=[{"index": 0, "delta": {"content": (" " if i else "") + word},
-                                             "finish_reason": None}])
+                chunk = dict(
+                    base,
+                    choices=[
+                        {
+                            "index": 0,
+                            "delta": {"content": (" " if i else "") + word},
+                            "finish_reason": None,
+                        }
+                    ],
+                )
                 if include_usage:
                     chunk["usage"] = None
                 yield b"data: " + orjson.dumps(chunk) + b"\n\n"
@@ -119,8 +169,21 @@ class FakeUpstream:
                 final["usage"] = None
             yield b"data: " + orjson.dumps(final) + b"\n\n"
             if include_usage:
-                yield b"data: " + orjson.dumps(dict(base, choices=[], usage={
-                    "prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11 + len(words)})) + b"\n\n"
+                yield (
+                    b"data: "
+                    + orjson.dumps(
+                        dict(
+                            base,
+                            choices=[],
+                            usage={
+                                "prompt_tokens": 11,
+                                "completion_tokens": len(words),
+                                "total_tokens": 11 + len(words),
+                            },
+                        )
+                    )
+                    + b"\n\n"
+                )
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")

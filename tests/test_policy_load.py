@@ -36,7 +36,9 @@ def problems_of(text: str) -> list[str]:
 def test_contract_example_loads() -> None:
     policy = load_policy_text(GOOD, "research.yaml", "research")
     assert policy.team == "research"
-    assert policy.keys == ("sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",)
+    assert policy.keys == (
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    )
     assert policy.upstream.base_url == "http://127.0.0.1:9000/v1"
     assert policy.upstream.api_key_env == "RESEARCH_UPSTREAM_KEY"
     assert policy.models["my-llama"].tokenizer == "tokenizers/llama3.json"
@@ -55,8 +57,7 @@ def test_empty_file_is_default_policy(text: str) -> None:
 
 
 def test_section_override_keeps_other_fields() -> None:
-    policy = load_policy_text(
-        "sections:\n  memory: {ratio: 0.05, overflow: drop}\n", "x.yaml", "x")
+    policy = load_policy_text("sections:\n  memory: {ratio: 0.05, overflow: drop}\n", "x.yaml", "x")
     assert policy.sections[Section.MEMORY].ratio == 0.05
     assert policy.sections[Section.MEMORY].overflow is Overflow.DROP
     assert policy.sections[Section.MEMORY].priority is Priority.HIGH
@@ -66,25 +67,49 @@ def test_section_override_keeps_other_fields() -> None:
     ("text", "expected"),
     [
         ("frobnicate: 1\n", "p.yaml:1: unknown key 'frobnicate'"),
-        ("team: a\nbudget:\n  ratio: 1.5\n", "p.yaml:3: budget.ratio must be a ratio in (0, 1], got 1.5"),
+        (
+            "team: a\nbudget:\n  ratio: 1.5\n",
+            "p.yaml:3: budget.ratio must be a ratio in (0, 1], got 1.5",
+        ),
         ("budget: {ratio: 0}\n", "p.yaml:1: budget.ratio must be a ratio in (0, 1]"),
         ("budget: {ratio: '0.5'}\n", "p.yaml:1: budget.ratio must be a ratio in (0, 1], got '0.5'"),
         ("budget: {ratio: .nan}\n", "p.yaml:1: budget.ratio must be a finite number"),
-        ("budget: {on_required_overflow: maybe}\n", "p.yaml:1: budget.on_required_overflow must be one of reject, truncate"),
+        (
+            "budget: {on_required_overflow: maybe}\n",
+            "p.yaml:1: budget.on_required_overflow must be one of reject, truncate",
+        ),
         ("budget: {reserve_output: 1}\n", "p.yaml:1: budget.reserve_output must be true or false"),
         ("budget: {wat: 1}\n", "p.yaml:1: unknown key budget.'wat'"),
-        ("\n\nhistory: {keep_recent: -1}\n", "p.yaml:3: history.keep_recent must be an integer >= 0"),
+        (
+            "\n\nhistory: {keep_recent: -1}\n",
+            "p.yaml:3: history.keep_recent must be an integer >= 0",
+        ),
         ("history: {relevance: magic}\n", "p.yaml:1: history.relevance must be one of bm25, off"),
-        ("models:\n  m: {context_window: 0}\n", "p.yaml:2: models.m.context_window must be a positive integer"),
-        ("models:\n  m: {context_window: 1.5}\n", "p.yaml:2: models.m.context_window must be a positive integer"),
+        (
+            "models:\n  m: {context_window: 0}\n",
+            "p.yaml:2: models.m.context_window must be a positive integer",
+        ),
+        (
+            "models:\n  m: {context_window: 1.5}\n",
+            "p.yaml:2: models.m.context_window must be a positive integer",
+        ),
         ("models: [1]\n", "p.yaml:1: models must be a mapping"),
         ("sections:\n  memroy: {ratio: 0.1}\n", "p.yaml:2: unknown section 'memroy'"),
         ("sections:\n  memory: {ratio: 0.5}\n", "p.yaml:2: section ratios sum to 1.40, over 1"),
-        ("sections:\n  memory: {priority: urgent}\n", "p.yaml:2: sections.memory.priority must be one of required, high, medium, low"),
-        ("thresholds: {warning: 0.95, critical: 0.9}\n", "p.yaml:1: thresholds.warning must not exceed thresholds.critical"),
+        (
+            "sections:\n  memory: {priority: urgent}\n",
+            "p.yaml:2: sections.memory.priority must be one of required, high, medium, low",
+        ),
+        (
+            "thresholds: {warning: 0.95, critical: 0.9}\n",
+            "p.yaml:1: thresholds.warning must not exceed thresholds.critical",
+        ),
         ("keys: notalist\n", "p.yaml:1: keys must be a list"),
         ("keys: [sk-raw-key]\n", "p.yaml:1: keys: each entry must be 'sha256:' and 64 hex digits"),
-        ("upstream: {base_url: ftp://x}\n", "p.yaml:1: upstream.base_url must be an http:// or https:// URL"),
+        (
+            "upstream: {base_url: ftp://x}\n",
+            "p.yaml:1: upstream.base_url must be an http:// or https:// URL",
+        ),
         ("upstream: {timeout_s: -1}\n", "p.yaml:1: upstream.timeout_s must be a positive number"),
         ("quotas: {daily_tokens: 0}\n", "p.yaml:1: quotas.daily_tokens must be a positive integer"),
         ("team: a\nteam: b\n", "p.yaml:2: duplicate key team"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.policy import QuotaPolicy, ThresholdPolicy
-from proxy.quotas import QuotaBook, utc_day
+from proxy.quotas import QuotaBook, _first_offset_at_or_after, utc_day
 from proxy.types import Level
 from proxy.usage import UsageLog, UsageRecord
 
@@ -144,23 +143,39 @@ def test_rebuild_equals_sums_over_the_log(
         assert book.used(team, now) == (day, month)
 
 
-def test_binary_search_reads_only_the_current_month(tmp_path: Path) -> None:
+def test_binary_search_lands_just_before_the_cutoff(tmp_path: Path) -> None:
     path = tmp_path / "u.jsonl"
     start = datetime(2026, 1, 1, tzinfo=UTC)
     with path.open("wb") as f:
         for i in range(20_000):  # about 17 minutes apart: January to mid-July
             when = start + timedelta(minutes=17 * i)
             f.write(UsageRecord(ts=iso(when), team="a", total_tokens=1).to_json_line())
+    data = path.read_bytes()
+    for cutoff in ("2025-12-01", "2026-01-01", "2026-03-15", "2026-06-30", "2026-07-14", "2027"):
+        with path.open("rb") as f:
+            offset = _first_offset_at_or_after(f, cutoff)
+        first = next(
+            (i for i, line in enumerate(data.splitlines(True)) if utc_day(_ts(line)) >= cutoff),
+            None,
+        )
+        starts = [0]
+        for line in data.splitlines(True):
+            starts.append(starts[-1] + len(line))
+        target = len(data) if first is None else starts[first]
+        assert offset == 0 or data[offset - 1 : offset] == b"\n"  # a line start
+        assert offset <= target  # nothing at or after the cutoff is skipped
+        assert target - offset < 8192  # and little before it is read
     now = start + timedelta(minutes=17 * 20_000)
-    book = QuotaBook()
-    counted = book.rebuild(str(path), now, min_seek_bytes=0)
-    full = QuotaBook()
+    book, full = QuotaBook(), QuotaBook()
+    book.rebuild(str(path), now, min_seek_bytes=0)
     full.rebuild(str(path), now, min_seek_bytes=1 << 40)
-    assert book.used("a", now) == full.used("a", now)
-    month_rows = sum(
-        1 for i in range(20_000) if (start + timedelta(minutes=17 * i)).month == now.month
-    )
-    assert month_rows <= counted < month_rows + 200  # a day's margin, not the whole year
+    assert book.used("a", now) == full.used("a", now) != (0, 0)
+
+
+def _ts(line: bytes) -> str:
+    ts = orjson.loads(line)["ts"]
+    assert isinstance(ts, str)
+    return ts
 
 
 async def test_restart_remembers_what_was_spent(tmp_path: Path) -> None:

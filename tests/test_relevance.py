@@ -76,28 +76,40 @@ def test_stopwords_do_not_score() -> None:
 
 
 def test_unrelated_docs_score_zero() -> None:
-    scores = score_history("LGBTQ", HISTORY)
+    scores = score_history("LGBTQ", HISTORY, spread=())
     assert scores[0] > 0
     assert all(s == 0.0 for s in scores[1:])
+
+
+def test_spread_lifts_neighbours_of_a_match() -> None:
+    docs = ["a", "How did you get into painting?", "A friend got me into it.", "b", "c", "d"]
+    plain = score_history("How did Evan get into painting?", docs, spread=())
+    spread = score_history("How did Evan get into painting?", docs, spread=(0.5, 0.25))
+    assert plain[2] == 0.0  # the answer shares no term with the question
+    assert spread[2] == pytest.approx(0.5 * plain[1] + plain[2])
+    assert spread[0] == pytest.approx(0.5 * plain[1])
+    assert spread[3] == pytest.approx(0.25 * plain[1])
+    assert spread[4] == spread[5] == 0.0
+    assert spread[1] == pytest.approx(plain[1])  # its neighbours had no score of their own
 
 
 def test_rare_term_outweighs_common_term() -> None:
     # "caroline" is in half the turns, "adoption" in one: the rare term wins.
     docs = ["Caroline: hello there", "Caroline: hello again", "Melanie: adoption", "Bob: x"]
-    scores = score_history("caroline adoption", docs)
+    scores = score_history("caroline adoption", docs, spread=())
     assert scores[2] > scores[0] > 0
 
 
 def test_term_frequency_saturates() -> None:
     docs = ["cat", "cat cat", "cat cat cat cat cat cat cat cat", "dog"]
-    s = score_history("cat", docs)
+    s = score_history("cat", docs, spread=())
     assert s[0] < s[1] < s[2]
     assert s[2] < 2 * s[1]  # k1 bounds the gain from repetition
 
 
 def test_longer_doc_scores_lower_for_one_hit() -> None:
     docs = ["lake", "lake house garden fence window door roof chimney", "dog"]
-    s = score_history("lake", docs)
+    s = score_history("lake", docs, spread=())
     assert s[0] > s[1] > 0
 
 
@@ -111,13 +123,30 @@ def test_unicode_words() -> None:
 def test_empty_inputs() -> None:
     assert score_history("anything", []) == []
     assert score_history("", HISTORY) == [0.0] * len(HISTORY)
-    assert score_history("cookies", ["", "", "cookies"])[:2] == [0.0, 0.0]
+    assert score_history("cookies", ["", "", "", "cookies"])[:1] == [0.0]
     assert score_history("cookies", [""]) == [0.0]
 
 
 def test_deterministic() -> None:
     q = "Caroline support group adoption"
     assert score_history(q, HISTORY) == score_history(q, list(HISTORY))
+
+
+def test_context_terms_count_less_than_the_query() -> None:
+    # The question names adoption; the newest turns talk about the lake.
+    scores = score_history("What about adoption?", HISTORY, spread=(), context="the lake")
+    assert scores[6] > scores[3] > 0
+
+
+def test_context_alone_finds_the_subject_of_a_terse_turn() -> None:
+    assert set(score_history("and what about that?", HISTORY)) == {0.0}  # nothing to go on
+    scores = score_history("and what about that?", HISTORY, context="Melanie: the sunset!")
+    assert max(range(len(HISTORY)), key=scores.__getitem__) == 3
+
+
+def test_context_weight_zero_ignores_context() -> None:
+    plain = score_history("adoption", HISTORY)
+    assert score_history("adoption", HISTORY, context="lake", context_weight=0.0) == plain
 
 
 def test_expand_neighbors() -> None:
@@ -127,9 +156,11 @@ def test_expand_neighbors() -> None:
     assert expand_neighbors(set(), 3, 10) == set()
 
 
-def reference_bm25(query: str, docs: list[str]) -> list[float]:
+def reference_bm25(
+    query: str, docs: list[str], context: str = "", weight: float = 0.0
+) -> list[float]:
     """The textbook formula, word by word, with no shortcuts."""
-    q = set(terms(query))
+    q = {t: weight for t in terms(context)} | {t: 1.0 for t in terms(query)}
     toks = [terms(d) for d in docs]
     n = len(docs)
     if n == 0:
@@ -140,9 +171,9 @@ def reference_bm25(query: str, docs: list[str]) -> list[float]:
     for tk in toks:
         tf = Counter(tk)
         s = 0.0
-        for t in q:
+        for t, w in q.items():
             if tf[t]:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                idf = w * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
                 s += idf * tf[t] * 2.2 / (tf[t] + 1.2 * (0.25 + 0.75 * len(tk) / avg))
         out.append(s)
     return out
@@ -164,17 +195,39 @@ def test_scores_nonnegative_and_aligned(query: str, docs: list[str]) -> None:
     assert all(s >= 0.0 and math.isfinite(s) for s in scores)
 
 
+@given(TEXT, TEXT, DOCS, st.floats(0, 1))
+def test_context_matches_reference(query: str, context: str, docs: list[str], w: float) -> None:
+    got = score_history(query, docs, spread=(), context=context, context_weight=w)
+    assert got == pytest.approx(reference_bm25(query, docs, context, w))
+
+
+def reference_spread(scores: list[float], weights: tuple[float, ...]) -> list[float]:
+    n = len(scores)
+    return [
+        scores[i]
+        + sum(w * scores[j] for d, w in enumerate(weights, 1) for j in (i - d, i + d) if 0 <= j < n)
+        for i in range(n)
+    ]
+
+
 @given(TEXT, DOCS)
 def test_matches_reference_formula(query: str, docs: list[str]) -> None:
-    assert score_history(query, docs) == pytest.approx(reference_bm25(query, docs))
+    assert score_history(query, docs, spread=()) == pytest.approx(reference_bm25(query, docs))
+
+
+@given(TEXT, DOCS, st.lists(st.floats(0, 1), max_size=3).map(tuple))
+def test_spread_matches_reference(query: str, docs: list[str], w: tuple[float, ...]) -> None:
+    expected = reference_spread(reference_bm25(query, docs), w)
+    assert score_history(query, docs, spread=w) == pytest.approx(expected)
 
 
 @given(TEXT, DOCS, st.randoms(use_true_random=False))
 def test_permutation_consistent(query: str, docs: list[str], rnd: object) -> None:
+    # Plain BM25 does not depend on order (spread does, by design).
     order = list(range(len(docs)))
     rnd.shuffle(order)  # type: ignore[attr-defined]
-    scores = score_history(query, docs)
-    shuffled = score_history(query, [docs[i] for i in order])
+    scores = score_history(query, docs, spread=())
+    shuffled = score_history(query, [docs[i] for i in order], spread=())
     assert shuffled == pytest.approx([scores[i] for i in order])
 
 

@@ -26,7 +26,9 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 20) 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"proxy exited early: {process.stderr.read() if process.stderr else ''!r}")
+            raise AssertionError(
+                f"proxy exited early: {process.stderr.read() if process.stderr else ''!r}"
+            )
         try:
             if httpx.get(url + "/healthz", timeout=1).status_code == 200:
                 return
@@ -41,10 +43,27 @@ def launch(tmp_path: Path, upstream_url: str) -> Iterator[object]:
 
     def start(policies: Path, *extra: str) -> tuple[str, subprocess.Popen[bytes]]:
         port = free_port()
-        cmd = [sys.executable, "-m", "proxy", "serve", "--port", str(port), "--policies", str(policies),
-               "--upstream", upstream_url, "--usage-log", str(tmp_path / "usage.jsonl"), *extra]
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   cwd=Path(__file__).resolve().parent.parent)
+        cmd = [
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--port",
+            str(port),
+            "--policies",
+            str(policies),
+            "--upstream",
+            upstream_url,
+            "--usage-log",
+            str(tmp_path / "usage.jsonl"),
+            *extra,
+        ]
+        process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         processes.append(process)
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, process)
@@ -58,7 +77,8 @@ def launch(tmp_path: Path, upstream_url: str) -> Iterator[object]:
 
 
 def test_sighup_and_file_changes_reload_and_bad_sets_are_refused(
-        launch: object, tmp_path: Path, upstream: FakeUpstream) -> None:
+    launch: object, tmp_path: Path, upstream: FakeUpstream
+) -> None:
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "default.yaml").write_text("")
@@ -71,7 +91,9 @@ def test_sighup_and_file_changes_reload_and_bad_sets_are_refused(
     while httpx.post(url + "/v1/chat/completions", json=SMALL).status_code != 401:
         assert time.monotonic() < deadline, "reload did not happen"
         time.sleep(0.1)
-    ok = httpx.post(url + "/v1/chat/completions", json=SMALL, headers={"authorization": "Bearer k1"})
+    ok = httpx.post(
+        url + "/v1/chat/completions", json=SMALL, headers={"authorization": "Bearer k1"}
+    )
     assert ok.status_code == 200 and ok.headers["x-context-policy"] == "team"
 
     # A broken set is refused and the last good one stays in force.
@@ -89,14 +111,17 @@ def test_sighup_and_file_changes_reload_and_bad_sets_are_refused(
         time.sleep(0.2)
 
 
-def test_sigterm_finishes_requests_in_flight(launch: object, tmp_path: Path, upstream: FakeUpstream,
-                                             policies_dir: Path) -> None:
+def test_sigterm_finishes_requests_in_flight(
+    launch: object, tmp_path: Path, upstream: FakeUpstream, policies_dir: Path
+) -> None:
     url, process = launch(policies_dir)  # type: ignore[operator]
     upstream.delay_s = 1.0
     result: dict[str, int] = {}
 
     def slow_request() -> None:
-        result["status"] = httpx.post(url + "/v1/chat/completions", json=SMALL, timeout=20).status_code
+        result["status"] = httpx.post(
+            url + "/v1/chat/completions", json=SMALL, timeout=20
+        ).status_code
 
     thread = threading.Thread(target=slow_request)
     thread.start()
@@ -116,8 +141,20 @@ def test_bad_policies_refuse_to_start(tmp_path: Path, upstream_url: str) -> None
     policies = tmp_path / "bad"
     policies.mkdir()
     (policies / "default.yaml").write_text("budget:\n  ratio: 3\n")
-    done = subprocess.run([sys.executable, "-m", "proxy", "serve", "--port", str(free_port()),
-                           "--policies", str(policies)], capture_output=True, timeout=30)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--policies",
+            str(policies),
+        ],
+        capture_output=True,
+        timeout=30,
+    )
     assert done.returncode == 1
     assert f"{policies / 'default.yaml'}:2: budget.ratio".encode() in done.stderr
 
@@ -125,9 +162,13 @@ def test_bad_policies_refuse_to_start(tmp_path: Path, upstream_url: str) -> None
 def test_two_workers_serve(launch: object, policies_dir: Path, upstream: FakeUpstream) -> None:
     url, process = launch(policies_dir, "--workers", "2")  # type: ignore[operator]
     with httpx.Client() as http:
-        statuses = {http.post(url + "/v1/chat/completions", json=SMALL).status_code for _ in range(20)}
+        statuses = {
+            http.post(url + "/v1/chat/completions", json=SMALL).status_code for _ in range(20)
+        }
     assert statuses == {200}
-    children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+    ).stdout.split()
     assert len(children) >= 2
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(timeout=30) == 0

@@ -13,22 +13,42 @@ from proxy.settings import Settings, SettingsError
 def test_settings_defaults_match_contract() -> None:
     s = Settings.from_env({})
     assert (s.host, s.port, s.policies, s.upstream, s.usage_log, s.workers) == (
-        "127.0.0.1", 8080, "./policies", "https://api.openai.com/v1", "./usage.jsonl", 1)
+        "127.0.0.1",
+        8080,
+        "./policies",
+        "https://api.openai.com/v1",
+        "./usage.jsonl",
+        1,
+    )
     assert s.max_body_bytes == 32 * 1024 * 1024
 
 
 def test_settings_from_environment_and_back() -> None:
-    env = {"CONTEXT_PROXY_HOST": "0.0.0.0", "CONTEXT_PROXY_PORT": "9001", "CONTEXT_PROXY_WORKERS": "3",
-           "CONTEXT_PROXY_MAX_BODY_MB": "1.5", "CONTEXT_PROXY_USAGE_LOG": "-",
-           "CONTEXT_PROXY_UPSTREAM": "http://u/v1", "CONTEXT_PROXY_POLICIES": "/p"}
+    env = {
+        "CONTEXT_PROXY_HOST": "0.0.0.0",
+        "CONTEXT_PROXY_PORT": "9001",
+        "CONTEXT_PROXY_WORKERS": "3",
+        "CONTEXT_PROXY_MAX_BODY_MB": "1.5",
+        "CONTEXT_PROXY_USAGE_LOG": "-",
+        "CONTEXT_PROXY_UPSTREAM": "http://u/v1",
+        "CONTEXT_PROXY_POLICIES": "/p",
+    }
     s = Settings.from_env(env)
     assert (s.host, s.port, s.workers, s.usage_log, s.upstream, s.policies) == (
-        "0.0.0.0", 9001, 3, "-", "http://u/v1", "/p")
+        "0.0.0.0",
+        9001,
+        3,
+        "-",
+        "http://u/v1",
+        "/p",
+    )
     assert s.max_body_bytes == int(1.5 * 1024 * 1024)
     assert Settings.from_env(s.to_env()) == s
 
 
-@pytest.mark.parametrize(("name", "value"), [("PORT", "http"), ("WORKERS", "0"), ("MAX_BODY_MB", "-1")])
+@pytest.mark.parametrize(
+    ("name", "value"), [("PORT", "http"), ("WORKERS", "0"), ("MAX_BODY_MB", "-1")]
+)
 def test_bad_settings_are_refused(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({"CONTEXT_PROXY_" + name: value})
@@ -42,8 +62,12 @@ def test_bearer_token() -> None:
 
 
 def keyed() -> PolicySet:
-    research = Policy(name="research", team="research", keys=(hash_key("k-research"),),
-                      upstream=UpstreamPolicy(api_key_env="UP_KEY"))
+    research = Policy(
+        name="research",
+        team="research",
+        keys=(hash_key("k-research"),),
+        upstream=UpstreamPolicy(api_key_env="UP_KEY"),
+    )
     return PolicySet(default=Policy(), policies=(research,))
 
 
@@ -51,7 +75,10 @@ def test_open_mode_passes_client_authorization() -> None:
     policies = PolicySet(default=Policy())
     policy = resolve_policy(policies, {})
     assert policy.team == "default"
-    assert upstream_authorization(policies, policy, {"authorization": "Bearer sk-1"}, {}) == "Bearer sk-1"
+    assert (
+        upstream_authorization(policies, policy, {"authorization": "Bearer sk-1"}, {})
+        == "Bearer sk-1"
+    )
     assert upstream_authorization(policies, policy, {}, {}) is None
 
 
@@ -73,4 +100,6 @@ def test_admin_keys() -> None:
     admin = Policy(admin_keys=(hash_key("adm"),))
     policies = PolicySet(default=admin)
     assert policies.admin_required
-    assert policies.is_admin("adm") and not policies.is_admin("other") and not policies.is_admin(None)
+    assert (
+        policies.is_admin("adm") and not policies.is_admin("other") and not policies.is_admin(None)
+    )

@@ -16,9 +16,20 @@ def event(obj: object) -> bytes:
 CHUNKS = [
     event({"choices": [{"index": 0, "delta": {"content": "Hel"}}], "usage": None}),
     event({"choices": [{"index": 0, "delta": {"content": "lo"}}], "usage": None}),
-    event({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}],
-           "usage": None}),
-    event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}),
+    event(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+                }
+            ],
+            "usage": None,
+        }
+    ),
+    event(
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    ),
     b"data: [DONE]\n\n",
 ]
 STREAM = b"".join(CHUNKS)
@@ -56,7 +67,7 @@ def test_split_anywhere_gives_same_output(cuts: list[int]) -> None:
 
 
 def test_crlf_events_and_non_json_pass_through() -> None:
-    raw = b"event: ping\r\ndata: hello\r\n\r\n: comment\n\ndata: {\"a\": 1}\n\n"
+    raw = b'event: ping\r\ndata: hello\r\n\r\n: comment\n\ndata: {"a": 1}\n\n'
     tap = StreamTap(client_wants_usage=False)
     assert run(tap, [raw]) == raw
     assert tap.usage is None

@@ -198,6 +198,17 @@ async def test_lines_reach_the_file_before_close(tmp_path: Path) -> None:
     await log.aclose()
 
 
+async def test_flush_waits_for_the_lines_queued_so_far(tmp_path: Path) -> None:
+    p = tmp_path / "u.jsonl"
+    log = UsageLog(str(p))
+    await log.start()
+    for i in range(2000):
+        log.write(record(i))
+    await log.flush()
+    assert len(p.read_bytes().splitlines()) == 2000
+    await log.aclose()
+
+
 async def test_aclose_flushes_everything_queued(tmp_path: Path) -> None:
     p = tmp_path / "u.jsonl"
     log = UsageLog(str(p))

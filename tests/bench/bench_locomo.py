@@ -45,6 +45,7 @@ class Case:
     conv: int
     question: str
     evidence: list[int]  # indices into the conversation's turns
+    category: int
 
 
 @dataclass
@@ -90,7 +91,7 @@ def load(path: Path) -> tuple[list[Conversation], list[Case], int]:
             # Content matching is exact only if evidence turns are unique.
             assert all(counts[messages[i]["content"]] == 1 for i in ev)
             if ev:
-                cases.append(Case(ci, str(qa["question"]), ev))
+                cases.append(Case(ci, str(qa["question"]), ev, int(qa["category"])))
     return convs, cases, unmatched
 
 
@@ -128,7 +129,7 @@ def make_methods(tok: Any, costs: list[list[int]], keep_recent: int) -> dict[str
     system = {"role": "system", "content": SYSTEM}
 
     def fixed(case: Case) -> int:
-        return (
+        return int(
             tok.count_message(system)
             + tok.count_message({"role": "user", "content": case.question})
             + tok.count_request_overhead({"model": MODEL, "messages": []})
@@ -192,12 +193,13 @@ def planner_method(tok: Any, system: dict[str, Any]) -> Callable[[str], Method] 
 
 def evaluate(
     convs: Sequence[Conversation], cases: Sequence[Case], methods: dict[str, Method], tok: Any
-) -> dict[str, dict[str, dict[str, float]]]:
-    results: dict[str, dict[str, dict[str, float]]] = {}
+) -> dict[str, dict[str, dict[str, Any]]]:
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, method in methods.items():
         results[name] = {}
         for budget in BUDGETS:
             kept_ev = total_ev = fits = all_kept = 0
+            by_cat: dict[int, list[int]] = {}
             start = time.perf_counter()
             for case in cases:
                 conv = convs[case.conv]
@@ -205,6 +207,9 @@ def evaluate(
                 present = {conv.by_content.get(m.get("content")) for m in out}  # type: ignore[arg-type]
                 hit = sum(i in present for i in case.evidence)
                 kept_ev += hit
+                cat = by_cat.setdefault(case.category, [0, 0])
+                cat[0] += hit
+                cat[1] += len(case.evidence)
                 total_ev += len(case.evidence)
                 all_kept += hit == len(case.evidence)
                 tokens = sum(tok.count_message(m) for m in out) + tok.count_request_overhead(
@@ -216,6 +221,9 @@ def evaluate(
                 "questions_all_evidence": all_kept / len(cases),
                 "within_budget": fits / len(cases),
                 "ms_per_request": 1000 * (time.perf_counter() - start) / len(cases),
+                "evidence_kept_by_category": {
+                    str(k): round(a / b, 4) for k, (a, b) in sorted(by_cat.items())
+                },
             }
     return results
 

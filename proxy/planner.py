@@ -1,0 +1,280 @@
+"""Planner: tagged items with costs and a budget -> a decision for every item.
+
+Required items first; then dedupe; then the budget's reservations and leftovers
+(budget.allocate); summaries stand in for clusters that lost members; blocks inside a
+dropped tool group go with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, cut_required, reservations
+from proxy.clusters import Substitution, settle
+from proxy.dedupe import dedupe
+from proxy.errors import ContextLengthExceeded
+from proxy.history import keep_order
+from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
+from proxy.policy import Policy
+from proxy.sections import section_policy
+from proxy.types import Overflow, Priority, Section, Strategy, Tokenizer
+
+_TOOL_ROLES = ("tool", "function")
+
+
+@dataclass(slots=True)
+class Plan:
+    decisions: dict[int, Decision]
+    reserved: dict[Section, int]  # floor(B * ratio) per section
+    allocated: dict[Section, int]  # what each section was granted, required items included
+
+
+class Planner:
+    def __init__(
+        self, layout: Layout, policy: Policy, tokenizer: Tokenizer, window: int | None
+    ) -> None:
+        self.layout = layout
+        self.items = layout.items
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.window = window
+        self.marker = tokenizer.count_text(MARKER)
+        self.cost = {it.key: it.cost for it in layout.items}
+        self.text: dict[int, str] = {}  # texts rewritten by dedupe (summary lines removed)
+        self.cut_item: dict[int, int] = {}  # choice -> the item a cut shortens
+
+    def text_of(self, key: int) -> str:
+        return self.text.get(key, self.items[key].text)
+
+    def plan(self, budget: int, fixed: int) -> Plan:
+        """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
+        ratios = {s: section_policy(self.policy, s).ratio for s in Section}
+        required = [it for it in self.items if it.required]
+        by_section: dict[Section, int] = {}
+        for it in required:
+            by_section[it.section] = by_section.get(it.section, 0) + it.cost
+        available = budget - fixed - sum(by_section.values())
+        reserved = {s: math.floor(budget * ratios[s]) for s in Section}
+        if available < 0:
+            return self._overflow(required, -available, budget, fixed, by_section, reserved)
+        decisions = {
+            it.key: Decision(
+                Action.KEEP, "required (current turn)" if it.current else "required", tokens=it.cost
+            )
+            for it in required
+        }
+        optional = [it for it in self.items if not it.required]
+        found = dedupe(self.layout, [it.key for it in optional if self._dedupable(it)])
+        for key, (text, _) in found.rewritten.items():
+            self.text[key] = text
+            old = self.tokenizer.count_text(self.items[key].text)
+            self.cost[key] = max(0, self.cost[key] + self.tokenizer.count_text(text) - old)
+        for key, reason in found.removed.items():
+            decisions[key] = Decision(Action.DEDUPE, reason)
+        choices = self._choices([it for it in optional if it.key not in found.removed])
+        ranks = {s: section_policy(self.policy, s).priority.rank for s in Section}
+        left = reservations(budget, ratios, by_section)
+
+        def run(active: list[int]) -> list[int]:
+            return allocate([choices[c] for c in active], available, left, ranks)
+
+        sub = settle(self.layout, choices, run)
+        self._decide(choices, sub, found.rewritten, decisions)
+        allocated = dict(by_section)
+        for c, choice in enumerate(choices):
+            allocated[choice.section] = allocated.get(choice.section, 0) + sub.grants.get(c, 0)
+        return Plan(decisions, reserved, allocated)
+
+    def _dedupable(self, it: Item) -> bool:
+        if it.kind in (Kind.OPAQUE, Kind.SUMMARY) or it.summary_of:
+            return False
+        return not (it.kind is Kind.MESSAGE and self.layout.messages[it.msg].group)
+
+    def _choices(self, optional: list[Item]) -> list[Choice]:
+        """One choice per optional unit (a message or a whole tool group), block or section."""
+        layout = self.layout
+        choices: list[Choice] = []
+        unit_choice: dict[int, int] = {}
+        optional_keys = {it.key for it in optional}
+        for u, unit in enumerate(layout.units):
+            keys = tuple(layout.messages[i].base for i in unit)
+            if all(k in optional_keys for k in keys):  # else required, or deduped
+                unit_choice[u] = len(choices)
+                choices.append(self._choice(keys, None))
+        for it in optional:
+            if it.kind is Kind.SUMMARY:
+                choices.append(self._choice((it.key,), None))
+            elif it.kind in (Kind.BLOCK, Kind.HEADING):
+                ml = layout.messages[it.msg]
+                choices.append(
+                    self._choice((it.key,), unit_choice.get(ml.unit) if ml.group else None)
+                )
+        return self._history_order(choices)
+
+    def _choice(self, keys: tuple[int, ...], host: int | None) -> Choice:
+        lead = self.items[keys[0]]
+        cost = sum(self.cost[k] for k in keys)
+        strategy = section_policy(self.policy, lead.section).strategy
+        position = float(lead.msg)
+        if strategy is Strategy.SCORE:
+            order: tuple[float, ...] = (-(lead.score or 0.0), -position, -lead.key)
+        else:
+            order = (-position, -lead.key)
+        rank = lead.priority.rank if lead.priority is not Priority.REQUIRED else 1
+        cut = self._cuttable(keys)
+        floor = cost
+        if cut is not None:
+            room = self.tokenizer.count_text(self.text_of(cut)) - MIN_KEPT_TOKENS - self.marker
+            floor = cost - room if room > 0 else cost
+        cut = cut if floor < cost else None
+        recency = strategy is Strategy.RECENT  # an unbroken run of the newest
+        return Choice(keys, lead.section, rank, order, cost, floor, host, cut, recency)
+
+    def _cuttable(self, keys: tuple[int, ...]) -> int | None:
+        """The item a cut would shorten: a group's largest tool result, or a truncate
+        section's item; None when the choice can only be kept whole or dropped."""
+        items = self.items
+        if len(keys) > 1:
+            results = [k for k in keys if items[k].role in _TOOL_ROLES and self.text_of(k)]
+            return max(results, key=lambda k: (self.cost[k], -k)) if results else None
+        item = items[keys[0]]
+        if item.kind in (Kind.OPAQUE, Kind.SUMMARY) or not self.text_of(item.key):
+            return None
+        overflow = section_policy(self.policy, item.section).overflow
+        return item.key if overflow is Overflow.TRUNCATE else None
+
+    def _history_order(self, choices: list[Choice]) -> list[Choice]:
+        """Older conversation (low priority recent_messages) in relevance order, if on."""
+        older = [
+            c
+            for c, ch in enumerate(choices)
+            if ch.section is Section.RECENT_MESSAGES and ch.rank == Priority.LOW.rank
+        ]
+        history = self.policy.history
+        if not older or history.relevance != "bm25":
+            return choices
+        texts = [" ".join(self.text_of(k) for k in choices[c].items) for c in older]
+        positions = [self.items[choices[c].items[0]].msg for c in older]
+        query, context = self._query()
+        rank = keep_order(texts, positions, query, context, history.neighbors)
+        for c, r in zip(older, rank, strict=True):
+            choices[c] = replace(choices[c], order=(float(r),), contiguous=False)
+        return choices
+
+    def _query(self) -> tuple[str, str]:
+        """What relevance is to: the current turn's user text, and the newest turns' text."""
+        current = "\n".join(it.text for it in self.items if it.current and it.role == "user")
+        recent = "\n".join(
+            it.text
+            for it in self.items
+            if it.section is Section.RECENT_MESSAGES and it.priority is Priority.HIGH
+        )
+        return current, recent
+
+    def _decide(
+        self,
+        choices: list[Choice],
+        sub: Substitution,
+        rewritten: dict[int, tuple[str, str]],
+        decisions: dict[int, Decision],
+    ) -> None:
+        placed: dict[int, int] = {}  # member item -> summary item that stands in for it
+        for c in sub.active:
+            if sub.grants.get(c, 0) > 0:
+                for k in sub.lost(c):
+                    placed.setdefault(k, choices[c].items[0])
+        for c, choice in enumerate(choices):
+            grant = sub.grants.get(c, 0)
+            host = choice.host
+            if host is not None and sub.grants.get(host, 0) == 0:
+                grant = 0
+            for key in choice.items:
+                decisions[key] = self._item_decision(c, choice, key, grant, sub, placed, rewritten)
+
+    def _item_decision(
+        self,
+        c: int,
+        choice: Choice,
+        key: int,
+        grant: int,
+        sub: Substitution,
+        placed: dict[int, int],
+        rewritten: dict[int, tuple[str, str]],
+    ) -> Decision:
+        item = self.items[key]
+        if c in sub.members and c not in sub.active:
+            return Decision(Action.DROP, "summary: its cluster was kept whole")
+        if grant == 0:
+            if key in placed:
+                s = self.items[placed[key]]
+                return Decision(Action.SUMMARIZE, f"replaced by the summary in message {s.msg}")
+            if choice.host is not None:
+                return Decision(Action.DROP, "its tool group was dropped")
+            return Decision(Action.DROP, f"over budget ({item.priority.value} priority)")
+        if c in sub.active:
+            lost = sub.lost(c)
+            anchor = min(self.items[k].msg for k in lost) if item.kind is not Kind.BLOCK else None
+            return Decision(
+                Action.SUMMARY_INSERTED,
+                f"stands in for {len(lost)} dropped item(s)",
+                self.text.get(key),
+                self.cost[key],
+                anchor,
+            )
+        if grant < choice.cost and choice.cut == key:
+            mine = grant - (choice.cost - self.cost[key])
+            text = self.text_of(key)
+            overhead = self.cost[key] - self.tokenizer.count_text(text)
+            kept = self.tokenizer.truncate_text(text, max(0, mine - overhead - self.marker))
+            return Decision(
+                Action.TRUNCATE,
+                f"cut to {mine:,} of {self.cost[key]:,} tokens",
+                kept + MARKER,
+                mine,
+            )
+        if key in rewritten:
+            return Decision(Action.DEDUPE, rewritten[key][1], self.text[key], self.cost[key])
+        return Decision(Action.KEEP, "fits the budget", tokens=self.cost[key])
+
+    def _overflow(
+        self,
+        required: list[Item],
+        excess: int,
+        budget: int,
+        fixed: int,
+        by_section: dict[Section, int],
+        reserved: dict[Section, int],
+    ) -> Plan:
+        """The required parts alone exceed the budget: reject, or cut them (current turn last)."""
+        total = sum(by_section.values()) + fixed
+        if self.policy.budget.on_required_overflow != "truncate":
+            parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
+            window = f" (context window {self.window:,})" if self.window is not None else ""
+            raise ContextLengthExceeded(
+                f"The required parts of this request need {total:,} tokens but the budget is "
+                f"{budget:,}{window}: {parts}, request overhead {fixed:,}. Shorten the system "
+                "prompt or the last message, or use a model with a larger context window."
+            )
+        sizes = [
+            (it.key, self.tokenizer.count_text(it.text), it.current)
+            for it in required
+            if it.kind is not Kind.OPAQUE and it.text
+        ]
+        cuts = cut_required(sizes, excess, self.marker)
+        decisions: dict[int, Decision] = {}
+        for it in self.items:
+            if not it.required:
+                decisions[it.key] = Decision(
+                    Action.DROP, "no room: the required parts exceed the budget"
+                )
+            elif it.key in cuts:
+                tokens = self.tokenizer.count_text(it.text)
+                kept = self.tokenizer.truncate_text(it.text, tokens - cuts[it.key])
+                after = it.cost - cuts[it.key] + self.marker
+                decisions[it.key] = Decision(
+                    Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
+                )
+            else:
+                decisions[it.key] = Decision(Action.KEEP, "required", tokens=it.cost)
+        return Plan(decisions, reserved, dict(by_section))

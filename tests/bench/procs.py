@@ -1,0 +1,159 @@
+"""Benchmark step 2: the processes under test, started on loopback, read through /proc."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import platform
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def descendants(pid: int) -> list[int]:
+    """The pid and all its live descendants (uvicorn's worker processes, for instance)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(parents.get(current, ()))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (fields 14 and 15 of /proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def get(port: int, path: str, timeout: float = 1.0) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def post(
+    port: int, path: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        hdrs = {"content-type": "application/json", **(headers or {})}
+        conn.request("POST", path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class Server:
+    """One server process; `startup_s` is the time from spawn to a 200 on its health path."""
+
+    name: str
+    cmd: list[str]
+    port: int
+    health: str
+    env: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    startup_s: float = 0.0
+    _log_file: IO[bytes] | None = None
+
+    def start(self, timeout_s: float = 90.0) -> Server:
+        self._log_file = open(self.log, "wb") if self.log else None  # noqa: SIM115
+        out: Any = self._log_file or subprocess.DEVNULL
+        began = time.perf_counter()
+        self.proc = subprocess.Popen(
+            self.cmd, env={**os.environ, **self.env}, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        while time.perf_counter() - began < timeout_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log}")
+            try:
+                if get(self.port, self.health, timeout=0.5) == 200:
+                    self.startup_s = time.perf_counter() - began
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self.stop()
+        raise RuntimeError(f"{self.name} not healthy after {timeout_s} s; see {self.log}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p) for p in descendants(self.pid))
+
+    def rss(self) -> dict[int, float]:
+        return {p: round(rss_mb(p), 1) for p in descendants(self.pid)}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: workers too
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self._log_file:
+            self._log_file.close()
+
+
+def machine() -> dict[str, Any]:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "loadavg_at_start": os.getloadavg()[0],
+    }
