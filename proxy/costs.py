@@ -48,18 +48,24 @@ def overhead(tokenizer: Tokenizer, body: Body, messages: Sequence[Any]) -> int:
     )
 
 
-def measure(layout: Layout, tokenizer: Tokenizer) -> list[int]:
+def measure(layout: Layout, tokenizer: Tokenizer, known: Sequence[int] = ()) -> list[int]:
     """Sets every item's cost; returns each message's full cost as forwarded untrimmed.
 
     A message's own item costs the message without its blocks and heading sections; each
     of those costs its text. Counts are not additive, which is why the plan is re-counted.
+    `known` holds counts already made of the messages as they came, when nothing was tagged.
     """
     full: list[int] = []
     items = layout.items
     for ml in layout.messages:
-        cost = count_message(tokenizer, ml.stripped)
-        full.append(cost)
         base = items[ml.base]
+        if known:
+            cost = known[ml.index]
+        elif base.kind is Kind.OPAQUE:
+            cost = count_message(tokenizer, ml.stripped)
+        else:
+            cost = tokenizer.count_message(ml.stripped)
+        full.append(cost)
         if len(ml.items) == 1 or base.kind is Kind.OPAQUE:
             base.cost = cost
             continue

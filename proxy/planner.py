@@ -42,14 +42,14 @@ class Planner:
         self.marker = tokenizer.count_text(MARKER)
         self.cost = {it.key: it.cost for it in layout.items}
         self.text: dict[int, str] = {}  # texts rewritten by dedupe (summary lines removed)
-        self.cut_item: dict[int, int] = {}  # choice -> the item a cut shortens
+        self.sections = {s: section_policy(policy, s) for s in Section}
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.items[key].text)
 
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
-        ratios = {s: section_policy(self.policy, s).ratio for s in Section}
+        ratios = {s: self.sections[s].ratio for s in Section}
         required = [it for it in self.items if it.required]
         by_section: dict[Section, int] = {}
         for it in required:
@@ -73,7 +73,7 @@ class Planner:
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
         choices = self._choices([it for it in optional if it.key not in found.removed])
-        ranks = {s: section_policy(self.policy, s).priority.rank for s in Section}
+        ranks = {s: self.sections[s].priority.rank for s in Section}
         left = reservations(budget, ratios, by_section)
 
         def run(active: list[int]) -> list[int]:
@@ -114,8 +114,8 @@ class Planner:
 
     def _choice(self, keys: tuple[int, ...], host: int | None) -> Choice:
         lead = self.items[keys[0]]
-        cost = sum(self.cost[k] for k in keys)
-        strategy = section_policy(self.policy, lead.section).strategy
+        cost = self.cost[keys[0]] if len(keys) == 1 else sum(self.cost[k] for k in keys)
+        strategy = self.sections[lead.section].strategy
         position = float(lead.msg)
         if strategy is Strategy.SCORE:
             order: tuple[float, ...] = (-(lead.score or 0.0), -position, -lead.key)
@@ -141,7 +141,7 @@ class Planner:
         item = items[keys[0]]
         if item.kind in (Kind.OPAQUE, Kind.SUMMARY) or not self.text_of(item.key):
             return None
-        overflow = section_policy(self.policy, item.section).overflow
+        overflow = self.sections[item.section].overflow
         return item.key if overflow is Overflow.TRUNCATE else None
 
     def _history_order(self, choices: list[Choice]) -> list[Choice]:

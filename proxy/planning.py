@@ -6,12 +6,13 @@ additive over pieces of a message, so the plan is tightened until the real count
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.budget import compute_budget
-from proxy.costs import count_message, measure, overhead
+from proxy.costs import count_message, measure, overhead, well_shaped
 from proxy.errors import ContextLengthExceeded
 from proxy.items import Action, Decision, Item, Kind, Layout
 from proxy.plan_report import PlanReport, build_report
@@ -35,7 +36,7 @@ class ExtraSummary:
     key: str = ""  # the summary cache's key, echoed in the report's reason
 
 
-@dataclass(slots=True)
+@dataclass
 class PlanOutcome:
     body: Body
     changed: bool  # False: forward the request's original bytes
@@ -48,9 +49,17 @@ class PlanOutcome:
     summarized: int
     deduped: int
     trimmed: int  # x-context-trimmed: messages or segments dropped, truncated or replaced
-    report: PlanReport
-    problems: list[str] = field(default_factory=list)
-    estimated: bool = False
+    problems: list[str]
+    estimated: bool
+    make_report: Callable[[], PlanReport] = field(repr=False)
+    _report: PlanReport | None = field(default=None, init=False, repr=False)
+
+    @property
+    def report(self) -> PlanReport:
+        """Built on first use: the proxy's hot path needs only the counts above."""
+        if self._report is None:
+            self._report = self.make_report()
+        return self._report
 
 
 def max_output(body: Body) -> int | None:
@@ -59,6 +68,22 @@ def max_output(body: Body) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
+
+
+def _untagged(messages: list[Any]) -> bool:
+    """No x_context, no inline tag, nothing of an odd shape: nothing to strip or report."""
+    for m in messages:
+        if type(m) is not dict or "x_context" in m or not well_shaped(m):
+            return False
+        content = m.get("content")
+        if type(content) is str:
+            if "<context" in content:
+                return False
+        elif content is not None and any(
+            isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content
+        ):
+            return False
+    return True
 
 
 def plan_request(
@@ -74,15 +99,41 @@ def plan_request(
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
-    layout = build_layout(messages, policy)
-    full = measure(layout, tokenizer)
-    stripped = [ml.stripped for ml in layout.messages]
-    fixed = overhead(tokenizer, body, stripped)
-    before = sum(full) + fixed
     budget = compute_budget(
         context_window, policy.budget.ratio, policy.budget.reserve_output, max_output(body)
     )
+    totals = (budget, context_window)
+    names = (tokenizer.name, tokenizer.estimated)
+    if not policy.visibility.prompt_report and _untagged(messages):
+        # The common case, kept lean: count (cached per message) and compare.
+        known = [tokenizer.count_message(m) for m in messages]
+        before = sum(known) + overhead(tokenizer, body, messages)
+        if budget is None or before <= budget:
+            return _outcome(
+                body,
+                body,
+                False,
+                totals,
+                before,
+                before,
+                {},
+                [],
+                names,
+                lambda: _report(messages, policy, tokenizer, totals, before, names),
+            )
+    else:
+        known = []
+    layout = build_layout(messages, policy)
+    full = measure(layout, tokenizer, known)
+    stripped = [ml.stripped for ml in layout.messages]
+    fixed = overhead(tokenizer, body, stripped)
+    before = sum(full) + fixed
     note = policy.visibility.prompt_report and budget is not None
+    if note and budget is not None:
+        required = fixed + sum(it.cost for it in layout.items if it.required)
+        if required + _note_cost(tokenizer, budget, stripped) > budget:
+            note = False  # the note is a courtesy: never the reason a request fails
+            layout.problems.append("no room for the context budget note")
     decisions: dict[int, Decision] = {}
     plan: Plan | None = None
     if budget is None:
@@ -93,29 +144,44 @@ def plan_request(
         out = stripped
     else:
         _add_summaries(layout, extra_summaries, tokenizer, policy)
-        plan, out = _fit(layout, policy, tokenizer, body, budget, context_window, fixed, note)
+        plan, out = _fit(layout, policy, tokenizer, body, budget, context_window, fixed, note, full)
         decisions = plan.decisions
     if note and budget is not None and plan is None:
         out = with_note(out, _note(layout, decisions, budget, before))
-    after = sum(count_message(tokenizer, m) for m in out) + overhead(tokenizer, body, out)
-    report = build_report(
-        layout,
-        decisions,
-        policy,
-        (budget, context_window, before, after),
-        (tokenizer.name, tokenizer.estimated),
-        plan.allocated if plan is not None else None,
+    after = _count(tokenizer, body, out, layout, full)
+    changed = layout.tagged or plan is not None or bool(note)
+    allocated = plan.allocated if plan is not None else None
+
+    def report() -> PlanReport:
+        return build_report(layout, decisions, policy, (*totals, before, after), names, allocated)
+
+    forwarded = {**body, "messages": out} if changed else body
+    return _outcome(
+        body, forwarded, changed, totals, before, after, decisions, layout.problems, names, report
     )
-    counts = {a: report.count(a) for a in Action}
+
+
+def _outcome(
+    body: Body,
+    forwarded: Body,
+    changed: bool,
+    totals: tuple[int | None, int | None],
+    before: int,
+    after: int,
+    decisions: dict[int, Decision],
+    problems: list[str],
+    names: tuple[str, bool],
+    report: Callable[[], PlanReport],
+) -> PlanOutcome:
+    counts = Counter(d.action for d in decisions.values())
     trimmed = sum(
         counts[a] for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
     )
-    changed = layout.tagged or trimmed > 0 or out is not stripped or bool(note)
     return PlanOutcome(
-        body={**body, "messages": out} if changed else body,
+        body=forwarded,
         changed=changed,
-        budget=budget,
-        context_window=context_window,
+        budget=totals[0],
+        context_window=totals[1],
         tokens_before=before,
         tokens_after=after,
         dropped=counts[Action.DROP],
@@ -123,10 +189,38 @@ def plan_request(
         summarized=counts[Action.SUMMARIZE],
         deduped=counts[Action.DEDUPE],
         trimmed=trimmed,
-        report=report,
-        problems=report.problems,
-        estimated=tokenizer.estimated,
+        problems=problems,
+        estimated=names[1],
+        make_report=report,
     )
+
+
+def _report(
+    messages: list[Any],
+    policy: Policy,
+    tokenizer: Tokenizer,
+    totals: tuple[int | None, int | None],
+    tokens: int,
+    names: tuple[str, bool],
+) -> PlanReport:
+    """The report of a request forwarded as it came: every item kept."""
+    layout = build_layout(messages, policy)
+    measure(layout, tokenizer)
+    reason = "within budget" if totals[0] is not None else "no context window known"
+    decisions = {it.key: Decision(Action.KEEP, reason, tokens=it.cost) for it in layout.items}
+    return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
+
+
+def _count(
+    tokenizer: Tokenizer, body: Body, out: list[Any], layout: Layout, full: list[int]
+) -> int:
+    """Tokens of the forwarded messages; a message forwarded as it came keeps its count."""
+    known = {id(ml.stripped): cost for ml, cost in zip(layout.messages, full, strict=True)}
+    total = 0
+    for m in out:
+        cost = known.get(id(m))
+        total += cost if cost is not None else count_message(tokenizer, m)
+    return total + overhead(tokenizer, body, out)
 
 
 def _fit(
@@ -138,6 +232,7 @@ def _fit(
     window: int | None,
     fixed: int,
     note: bool,
+    full: list[int],
 ) -> tuple[Plan, list[Any]]:
     """Plan, trim and re-count until the forwarded messages fit the budget."""
     planner = Planner(layout, policy, tokenizer, window)
@@ -146,15 +241,16 @@ def _fit(
     )
     floor = reserve + sum(it.cost for it in layout.items if it.required)
     target = budget
-    for _ in range(_ATTEMPTS):
+    for attempt in range(_ATTEMPTS):
         plan = planner.plan(target, reserve)
         out = apply(layout, plan.decisions)
         if note:
             out = with_note(out, _note(layout, plan.decisions, budget, None))
-        after = sum(count_message(tokenizer, m) for m in out) + overhead(tokenizer, body, out)
+        after = _count(tokenizer, body, out, layout, full)
         if after <= budget:
             return plan, out
-        excess = after - budget
+        # Tighten faster each round: a cut item can absorb a small step without a change.
+        excess = (after - budget) << attempt
         if target > floor:
             target = max(floor, target - excess)
         elif policy.budget.on_required_overflow == "truncate":

@@ -18,6 +18,7 @@ from proxy.tags import Block, split_blocks, split_headings
 from proxy.types import Priority, Section
 
 _SYSTEM_ROLES = ("system", "developer")
+_PLAIN_ROLES = ("user", "assistant", "tool", "function")
 _TEXT_PARTS = ("text", "input_text")
 
 
@@ -126,7 +127,59 @@ class _Builder:
         )
         return key
 
+    def plain(self, i: int, message: dict[str, Any], content: str, role: str) -> None:
+        """The common case, kept lean: an untagged text message outside the system prompt."""
+        sh = self.shape
+        if i >= sh.current_start:
+            priority, source = Priority.REQUIRED, "current turn"
+        else:
+            recent = sh.turn_of[i] >= sh.current_turn - self.policy.history.keep_recent
+            priority, source = (Priority.HIGH if recent else Priority.LOW), "default"
+        plain = "tool_calls" not in message and "function_call" not in message
+        items = self.layout.items
+        key = len(items)
+        items.append(
+            Item(
+                key,
+                i,
+                role,
+                Kind.MESSAGE,
+                Section.RECENT_MESSAGES,
+                priority,
+                content,
+                source,
+                current=i >= sh.current_start,
+                plain=plain,
+            )
+        )
+        unit = sh.unit_of[i]
+        self.layout.messages.append(
+            MessageLayout(
+                i,
+                message,
+                message,
+                role,
+                key,
+                [key],
+                [Part(None, [(key, content)])],
+                unit,
+                len(sh.units[unit]) > 1,
+                False,
+            )
+        )
+
     def message(self, i: int, message: Any) -> None:
+        if type(message) is dict and "x_context" not in message:
+            content = message.get("content")
+            role = message.get("role")
+            if (
+                type(content) is str
+                and role in _PLAIN_ROLES
+                and "<context" not in content
+                and well_shaped(message)
+            ):
+                self.plain(i, message, content, role)
+                return
         role = role_of(message)
         protected = role in _SYSTEM_ROLES or i >= self.shape.current_start
         unit = self.shape.unit_of[i]

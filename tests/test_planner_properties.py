@@ -108,7 +108,7 @@ def conversations(draw: st.DrawFn) -> list[Any]:
         if isinstance(last, dict) and draw(st.integers(0, 4)) == 0:
             last["x_context"] = draw(x_context())
     if draw(st.booleans()):
-        msgs.append({"role": "user", "content": "lone <context section=\"memory\"> open and </context> close"})
+        msgs.append({"role": "user", "content": 'stray </context> then <context section="memory"> never closed'})
     msgs.append({"role": "user", "content": draw(tagged_text(counter))})
     for i, m in enumerate(msgs):
         if isinstance(m, dict) and m.get("role") != "tool" and isinstance(m.get("content"), str | list | None):
@@ -169,7 +169,8 @@ def check(msgs: list[Any], policy: Policy, window: int, tokenizer: Tokenizer, ex
             assert '<context id="b' not in t and "x_context" not in t
     # Order kept; required messages present.
     names = [m["name"] for m in fwd if isinstance(m, dict) and isinstance(m.get("name"), str)]
-    order = [int(n[1:]) for n in names]
+    moved = {f"m{it.message}" for it in out.report.items if it.action == "summary-inserted"}
+    order = [int(n[1:]) for n in names if n not in moved]  # summaries move to their cluster
     assert order == sorted(order)
     sh = shape(msgs)
     for i, m in enumerate(msgs):
@@ -218,7 +219,7 @@ def test_planner_invariants_real_tokenizer(msgs: list[Any], policy: Policy, wind
 
 @pytest.mark.parametrize("window", [30, 80, 200, 1000])
 def test_lone_tags_are_forwarded_as_written(window: int) -> None:
-    text = 'lone <context section="memory"> open and </context> close'
+    text = 'stray </context> then <context section="memory"> never closed'
     body = {"model": "m", "messages": [{"role": "user", "content": text}]}
     out = plan_request(body, Policy(budget=BudgetPolicy(on_required_overflow="truncate")), WORDS, window)
     if out.truncated == 0:

@@ -83,9 +83,7 @@ def lua_script(body: bytes, folder: Path) -> Path:
     return path
 
 
-def run_wrk(
-    url: str, body: bytes, connections: int, seconds: float, threads: int = 1
-) -> WrkResult:
+def run_wrk(url: str, body: bytes, connections: int, seconds: float, threads: int = 1) -> WrkResult:
     """One wrk run; raises when wrk fails or prints no summary."""
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
         script = lua_script(body, Path(tmp))

@@ -16,9 +16,11 @@ tests/bench/results/overhead.json and prints markdown tables (report_overhead.py
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from loadgen import chat_body, have_wrk, run_wrk  # noqa: E402
-from procs import Server, free_port, machine, post  # noqa: E402
+from procs import Server, busy_seconds, children_cpu, free_port, machine, post  # noqa: E402
 from report_overhead import print_tables  # noqa: E402
 
 PY = sys.executable
@@ -51,7 +53,9 @@ def fake_upstream(tmp: Path, delay_ms: float = 0.0) -> Server:
     port = free_port()
     cmd = [PY, str(HERE / "fake_upstream_server.py"), "--port", str(port)]
     cmd += ["--delay-ms", str(delay_ms)]
-    return Server(f"fake upstream {delay_ms:g} ms", cmd, port, "/healthz", log=tmp / f"up{port}.log")
+    return Server(
+        f"fake upstream {delay_ms:g} ms", cmd, port, "/healthz", log=tmp / f"up{port}.log"
+    )
 
 
 def context_proxy(tmp: Path, upstream: int, workers: int) -> Server:
@@ -91,21 +95,31 @@ def smoke(port: int, model: str) -> dict[str, Any]:
 
 
 def measure(
-    server: Server | None, port: int, model: str, seconds: float, conns: tuple[int, ...]
+    server: Server | None,
+    upstream: Server,
+    port: int,
+    model: str,
+    seconds: float,
+    conns: tuple[int, ...],
 ) -> dict[str, Any]:
-    """Per mode and connection count: wrk's figures plus the server's CPU per request."""
+    """Per mode and connection count: wrk's figures, the server's CPU per request, and how
+    much CPU other processes on the machine took meanwhile (noise: 2 cores are shared)."""
     url = f"http://127.0.0.1:{port}{CHAT}"
     out: dict[str, Any] = {"runs": {}}
     for stream in (False, True):
         body = chat_body(stream, model)
-        run_wrk(url, body, 16, min(2.0, seconds))  # warm: pools, lazy loads, JIT-free caches
+        run_wrk(url, body, 16, min(2.0, seconds))  # warm: pools, lazy loads, caches
         mode: dict[str, Any] = {}
         for c in conns:
-            cpu0 = server.cpu() if server else 0.0
+            before = cpu_snapshot(server, upstream)
             result = run_wrk(url, body, c, seconds).to_json()
+            used = [b - a for a, b in zip(before, cpu_snapshot(server, upstream), strict=True)]
+            target, up, wrk, busy = used
             if server:
-                used = server.cpu() - cpu0
-                result["cpu_ms_per_request"] = round(1000 * used / max(result["requests"], 1), 3)
+                result["cpu_ms_per_request"] = round(1000 * target / max(result["requests"], 1), 3)
+            result["wrk_cores"] = round(wrk / result["seconds"], 2)
+            result["upstream_cores"] = round(up / result["seconds"], 2)
+            result["other_cores"] = round(max(busy - target - up - wrk, 0) / result["seconds"], 2)
             mode[str(c)] = result
             print(f"  {'stream' if stream else 'plain '} c={c:<3} {fmt(result)}", flush=True)
         out["runs"]["stream" if stream else "plain"] = mode
@@ -114,11 +128,15 @@ def measure(
     return out
 
 
+def cpu_snapshot(server: Server | None, upstream: Server) -> tuple[float, float, float, float]:
+    return (server.cpu() if server else 0.0, upstream.cpu(), children_cpu(), busy_seconds())
+
+
 def fmt(r: dict[str, Any]) -> str:
     cpu = f" cpu/req {r['cpu_ms_per_request']:.3f} ms" if "cpu_ms_per_request" in r else ""
     return (
         f"{r['rps']:>9.1f} req/s p50 {r['p50_ms']:.3f} p99 {r['p99_ms']:.3f} ms "
-        f"err {r['errors']}{cpu}"
+        f"err {r['errors']}{cpu} others {r['other_cores']:.2f} cores"
     )
 
 
@@ -136,20 +154,28 @@ def soak(server: Server, port: int, total: int, chunk_s: float) -> dict[str, Any
     return {"requests": done, "errors": errors, "samples": samples}
 
 
-def run_target(
-    server: Server, model: str, args: argparse.Namespace, slow_model: str | None = None
-) -> dict[str, Any]:
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    tmp: Path
+    up: Server  # answers at once
+    slow: Server  # answers after --delay-ms
+
+
+def run_target(bench: Bench, server: Server, slow_model: str | None = None) -> dict[str, Any]:
+    """Start one server, check it, load it plain and streamed, then stop it."""
+    args = bench.args
     print(f"{server.name}: starting", flush=True)
     server.start()
     print(f"  ready in {server.startup_s:.2f} s, RSS {server.rss()}", flush=True)
     try:
         result: dict[str, Any] = {"startup_s": round(server.startup_s, 3)}
         result["rss_idle_mb"] = server.rss()
-        result["smoke_headers"] = smoke(server.port, model)
-        result.update(measure(server, server.port, model, args.duration, CONNECTIONS))
+        result["smoke_headers"] = smoke(server.port, "gpt-4o")
+        result.update(measure(server, bench.up, server.port, "gpt-4o", args.duration, CONNECTIONS))
         if slow_model:
             print("  with the slow upstream:")
-            slow = measure(server, server.port, slow_model, args.duration, (16, 64))
+            slow = measure(server, bench.slow, server.port, slow_model, args.duration, (16, 64))
             result["slow_upstream"] = slow["runs"]
         if args.soak and server.name == "context-proxy 1w":
             result["soak"] = soak(server, server.port, args.soak, args.soak_chunk)
@@ -158,14 +184,45 @@ def run_target(
         server.stop()
 
 
+def run_slow_proxy(bench: Bench) -> dict[str, Any]:
+    """The proxy in front of the slow upstream: its own instance (the upstream is a flag)."""
+    server = context_proxy(bench.tmp, bench.slow.port, 1)
+    print(f"{server.name} -> slow upstream", flush=True)
+    server.start()
+    try:
+        port, seconds = server.port, bench.args.duration
+        return dict(measure(server, bench.slow, port, "gpt-4o", seconds, (16, 64))["runs"])
+    finally:
+        server.stop()
+
+
+def run_all(bench: Bench, only: set[str]) -> dict[str, Any]:
+    targets: dict[str, Any] = {}
+    up, slow, seconds = bench.up, bench.slow, bench.args.duration
+    print("direct (fake upstream)", flush=True)
+    targets["direct"] = measure(None, up, up.port, "gpt-4o", seconds, CONNECTIONS)
+    print("  with the slow upstream:")
+    direct_slow = measure(None, slow, slow.port, "gpt-4o", seconds, (16, 64))
+    targets["direct"]["slow_upstream"] = direct_slow["runs"]
+    if "proxy" in only:
+        targets["context-proxy 1w"] = run_target(bench, context_proxy(bench.tmp, up.port, 1))
+        targets["context-proxy 1w"]["slow_upstream"] = run_slow_proxy(bench)
+    if "proxy2" in only:
+        targets["context-proxy 2w"] = run_target(bench, context_proxy(bench.tmp, up.port, 2))
+    if "litellm" in only:
+        targets["litellm"] = run_litellm(bench)
+    return targets
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the slow upstream's delay")
     parser.add_argument("--soak", type=int, default=0, help="requests for the RSS soak (1 worker)")
     parser.add_argument("--soak-chunk", type=float, default=10.0, help="seconds between samples")
-    parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--no-workers2", action="store_true")
+    parser.add_argument(
+        "--targets", default="proxy,proxy2,litellm", help="besides direct: proxy,proxy2,litellm"
+    )
     parser.add_argument("--litellm-venv", type=Path, default=Path("/work/litellm-venv"))
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -173,52 +230,37 @@ def main() -> None:
         sys.exit("wrk is missing: apt-get install -y wrk")
     report: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     report["config"] = {k: str(v) for k, v in vars(args).items()}
-    targets: dict[str, Any] = report.setdefault("targets", {})
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as name:
         tmp = Path(name)
-        up, slow = fake_upstream(tmp).start(), fake_upstream(tmp, args.delay_ms).start()
+        up = fake_upstream(tmp).start()
         try:
-            print("direct (fake upstream)", flush=True)
-            targets["direct"] = measure(None, up.port, "gpt-4o", args.duration, CONNECTIONS)
-            print("  with the slow upstream:")
-            direct_slow = measure(None, slow.port, "gpt-4o", args.duration, (16, 64))
-            targets["direct"]["slow_upstream"] = direct_slow["runs"]
-            runs = [(context_proxy(tmp, up.port, 1), "gpt-4o")]
-            if not args.no_workers2:
-                runs.append((context_proxy(tmp, up.port, 2), "gpt-4o"))
-            for server, model in runs:
-                targets[server.name] = run_target(server, model, args)
-            # The slow-upstream proxy runs need their own instance (the upstream is a flag).
-            slow_proxy = context_proxy(tmp, slow.port, 1)
-            print(f"{slow_proxy.name} -> slow upstream", flush=True)
-            slow_proxy.start()
+            slow = fake_upstream(tmp, args.delay_ms).start()
             try:
-                slow_runs = measure(slow_proxy, slow_proxy.port, "gpt-4o", args.duration, (16, 64))
-                targets["context-proxy 1w"]["slow_upstream"] = slow_runs["runs"]
+                bench = Bench(args, tmp, up, slow)
+                report["targets"] = run_all(bench, set(args.targets.split(",")))
             finally:
-                slow_proxy.stop()
-            if not args.no_litellm:
-                targets["litellm"] = run_litellm(tmp, args, up.port, slow.port)
+                slow.stop()
         finally:
             up.stop()
-            slow.stop()
+    report["machine"]["loadavg_at_end"] = os.getloadavg()[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     print(f"\nwrote {args.output}\n")
     print_tables(report)
 
 
-def run_litellm(tmp: Path, args: argparse.Namespace, up: int, slow: int) -> dict[str, Any]:
+def run_litellm(bench: Bench) -> dict[str, Any]:
     """LiteLLM's proxy; when it is missing or fails, the reason goes into the results."""
-    if not (args.litellm_venv / "bin" / "litellm").exists():
-        return {"skipped": f"no litellm in {args.litellm_venv}: pip install 'litellm[proxy]'"}
-    server = litellm(tmp, args.litellm_venv, up, slow)
+    venv = bench.args.litellm_venv
+    if not (venv / "bin" / "litellm").exists():
+        return {"skipped": f"no litellm in {venv}: pip install 'litellm[proxy]'"}
+    server = litellm(bench.tmp, venv, bench.up.port, bench.slow.port)
     try:
-        result = run_target(server, "gpt-4o", args, slow_model="gpt-4o-slow")
-        result["version"] = litellm_version(args.litellm_venv)
+        result = run_target(bench, server, slow_model="gpt-4o-slow")
+        result["version"] = litellm_version(venv)
         return result
     except RuntimeError as exc:
-        log = (tmp / "litellm.log").read_text(errors="replace")[-2000:]
+        log = (bench.tmp / "litellm.log").read_text(errors="replace")[-2000:]
         return {"skipped": f"{exc}", "log_tail": log}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import os
 import platform
+import resource
 import signal
 import socket
 import subprocess
@@ -49,6 +50,21 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def busy_seconds() -> float:
+    """CPU time all processes spent (user, nice, system; all cores), from /proc/stat.
+
+    Interrupt and softirq time are left out: loopback networking is charged there, and
+    it is the benchmark's own traffic, not another process competing for the cores."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (fields[0] + fields[1] + fields[2]) / TICKS
+
+
+def children_cpu() -> float:
+    """CPU used by this process's waited-for children so far (wrk runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rss_mb(pid: int) -> float:
@@ -102,12 +118,17 @@ class Server:
         out: Any = self._log_file or subprocess.DEVNULL
         began = time.perf_counter()
         self.proc = subprocess.Popen(
-            self.cmd, env={**os.environ, **self.env}, stdout=out, stderr=subprocess.STDOUT,
+            self.cmd,
+            env={**os.environ, **self.env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         while time.perf_counter() - began < timeout_s:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}; see {self.log}"
+                )
             try:
                 if get(self.port, self.health, timeout=0.5) == 200:
                     self.startup_s = time.perf_counter() - began
@@ -126,8 +147,8 @@ class Server:
     def cpu(self) -> float:
         return sum(cpu_seconds(p) for p in descendants(self.pid))
 
-    def rss(self) -> dict[int, float]:
-        return {p: round(rss_mb(p), 1) for p in descendants(self.pid)}
+    def rss(self) -> dict[str, float]:
+        return {str(p): round(rss_mb(p), 1) for p in descendants(self.pid)}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -27,13 +27,19 @@ def _rss(target: dict[str, Any]) -> str:
     return f"{max(values):.0f}" + (f" (Σ {sum(values):.0f})" if len(values) > 1 else "")
 
 
+def _others(target: dict[str, Any], mode: str) -> float:
+    """The most CPU (in cores) other processes used during one of the target's runs."""
+    runs = (target.get("runs") or {}).get(mode) or {}
+    return max((run.get("other_cores", 0.0) for run in runs.values()), default=0.0)
+
+
 def main_table(report: dict[str, Any]) -> list[str]:
     targets = report["targets"]
     direct = targets["direct"]
     lines = [
         "| target | mode | startup | p50 @1 conn (added) | p99 @1 conn (added) "
-        "| req/s @16 (× direct) | req/s @64 (× direct) | CPU/req @16 | RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| req/s @16 (× direct) | req/s @64 (× direct) | CPU/req @16 | RSS MB | others |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, target in targets.items():
         if "skipped" in target:
@@ -54,6 +60,7 @@ def main_table(report: dict[str, Any]) -> list[str]:
             cpu = _run(target, mode, "16").get("cpu_ms_per_request")
             cells.append("-" if cpu is None else f"{cpu:.2f} ms")
             cells.append(_rss(target) if mode == "stream" else "")
+            cells.append(f"{_others(target, mode):.2f}")
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -131,6 +138,7 @@ def print_tables(report: dict[str, Any]) -> None:
     print(
         f"Machine: {m['nproc']} × {m['cpu']}, Python {m['python']}, "
         f"load average at start {m['loadavg_at_start']:.2f}; wrk, 1 thread.\n"
+        "`others`: the most CPU (cores) processes outside the benchmark used during a run.\n"
     )
     for block in (main_table(report), slow_table(report), targets_table(report)):
         print("\n".join(block) + "\n")
