@@ -13,6 +13,7 @@ import orjson
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
+    "color_message",  # uvicorn's ANSI-coloured copy of the message
 }
 
 
