@@ -21,7 +21,7 @@ SECTIONS = tuple(Section)  # the contract's order: ties between sections follow 
 MIN_KEPT_TOKENS = 32  # a truncated item keeps at least this much text, or is dropped
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Choice:
     """Items kept, cut or dropped together (one message, one block, or one tool group)."""
 

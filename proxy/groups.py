@@ -40,10 +40,11 @@ def shape(messages: Sequence[Any]) -> Shape:
     units: list[list[int]] = []
     open_calls: dict[str, int] = {}  # tool_call_id -> unit
     last_function_call = -1
+    roles = [role_of(m) for m in messages]
     for i, message in enumerate(messages):
-        role = role_of(message)
-        tool_id = message.get("tool_call_id") if isinstance(message, dict) else None
-        if role == "tool" and isinstance(tool_id, str) and tool_id in open_calls:
+        role = roles[i]
+        tool_id = message.get("tool_call_id") if role == "tool" else None
+        if isinstance(tool_id, str) and tool_id in open_calls:
             unit_of[i] = open_calls[tool_id]
         elif role == "function" and last_function_call >= 0:
             unit_of[i] = last_function_call
@@ -52,17 +53,18 @@ def shape(messages: Sequence[Any]) -> Shape:
             units.append([])
         units[unit_of[i]].append(i)
         if role == "assistant":
-            for call_id in _call_ids(message):
-                open_calls[call_id] = unit_of[i]
-            has_call = isinstance(message, dict) and isinstance(message.get("function_call"), dict)
+            if "tool_calls" in message:
+                for call_id in _call_ids(message):
+                    open_calls[call_id] = unit_of[i]
+            has_call = isinstance(message.get("function_call"), dict)
             last_function_call = unit_of[i] if has_call else -1
         elif role != "function":
             last_function_call = -1
     turn_of = [0] * n
     turn = 0
     last_user = -1
-    for i, message in enumerate(messages):
-        if role_of(message) == "user":
+    for i, role in enumerate(roles):
+        if role == "user":
             turn += 1
             last_user = i
         turn_of[i] = turn

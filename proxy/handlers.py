@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,11 +16,12 @@ from proxy import responses
 from proxy.auth import require_admin, resolve_policy, upstream_authorization
 from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
 from proxy.exchange import Exchange
-from proxy.planning import PlanOutcome, plan_request
+from proxy.planning import ExtraSummary, PlanOutcome, plan_request
 from proxy.policy import Policy
 from proxy.request_body import parse_chat_body, read_body
 from proxy.services import Services
 from proxy.sse import StreamTap, error_event
+from proxy.summaries import Lookup, SummaryTarget
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 
@@ -41,7 +43,8 @@ async def chat_completions(request: Request) -> Response:
         ex.policy = policy = resolve_policy(policies, request.headers)
         check_quota(services, ex)
         tokenizer = services.counter.for_model(ex.model, policy)
-        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw))
+        cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
+        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw), cached)
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
         headers = clean_headers(request.headers, CHAT_REQUEST_DROP)
         headers.append(("content-type", "application/json"))
@@ -49,15 +52,20 @@ async def chat_completions(request: Request) -> Response:
         if auth:
             headers.append(("authorization", auth))
         ex.upstream_started = time.perf_counter()
-        upstream = await services.upstream.send(
-            "POST",
+        target = SummaryTarget(
             upstream_url(services, policy, "/chat/completions"),
             headers,
-            payload,
-            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s),
-            ex.stream,
+            Timeouts(
+                policy.upstream.timeout_s,
+                policy.upstream.connect_timeout_s,
+                policy.upstream.retries,
+            ),
+        )
+        upstream = await services.upstream.send(
+            "POST", target.url, headers, payload, target.timeouts, ex.stream
         )
         if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
+            summarize_later(services, cached, outcome, target, tokenizer)
             return responses.streamed(
                 200,
                 upstream.headers,
@@ -69,7 +77,25 @@ async def chat_completions(request: Request) -> Response:
     except ProxyError as exc:
         ex.finish(services, exc.status, exc.code or exc.type)
         return responses.error(exc, ex.context_headers())
-    return finish_plain(services, ex, upstream, answer, tokenizer)
+    response = finish_plain(services, ex, upstream, answer, tokenizer)
+    if 200 <= response.status_code < 300:
+        summarize_later(services, cached, outcome, target, tokenizer)
+    return response
+
+
+def summarize_later(
+    services: Services,
+    cached: Lookup,
+    outcome: PlanOutcome,
+    target: SummaryTarget,
+    tokenizer: Tokenizer,
+) -> None:
+    """Summaries of what was dropped, made in the background once the answer is on its way;
+    the same upstream and credentials as the request. Never raises into the request."""
+    try:
+        services.summaries.schedule(cached, outcome, target, tokenizer, services.spawn)
+    except Exception:
+        logging.getLogger("context_proxy.summaries").exception("scheduling summaries failed")
 
 
 def check_quota(services: Services, ex: Exchange) -> None:
@@ -87,12 +113,20 @@ def check_quota(services: Services, ex: Exchange) -> None:
 
 
 async def plan(
-    services: Services, policy: Policy, body: dict[str, Any], tokenizer: Tokenizer, size: int
+    services: Services,
+    policy: Policy,
+    body: dict[str, Any],
+    tokenizer: Tokenizer,
+    size: int,
+    cached: Lookup | None = None,
 ) -> PlanOutcome:
     window = services.windows.lookup(body["model"], policy)
+    extra: list[ExtraSummary] = cached.found if cached is not None else []
     if size > PLAN_IN_THREAD_BYTES:
-        return await asyncio.to_thread(plan_request, body, policy, tokenizer, window)
-    return plan_request(body, policy, tokenizer, window)
+        return await asyncio.to_thread(
+            plan_request, body, policy, tokenizer, window, extra_summaries=extra
+        )
+    return plan_request(body, policy, tokenizer, window, extra_summaries=extra)
 
 
 def forwarded_payload(
@@ -213,7 +247,8 @@ async def context_plan(request: Request) -> Response:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
         tokenizer = services.counter.for_model(ex.model, policy)
-        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw))
+        cached = await services.summaries.lookup(policy, body)
+        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw), cached)
     except ProxyError as exc:
         return responses.error(exc, ex.context_headers())
     answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})

@@ -116,6 +116,25 @@ class Metrics:
         self.quota_limit = Gauge(
             p + "quota_limit_tokens", "The binding quota's limit.", ("team",), registry=r
         )
+        # Present only when a shared state is configured (the label is its backend).
+        self.shared_state_up = Gauge(
+            p + "shared_state_up",
+            "1 while the shared state answers; 0 while quotas are counted locally.",
+            ("backend",),
+            registry=r,
+        )
+        self.shared_state_failures = Counter(
+            p + "shared_state_failures",
+            "Failed shared-state operations, by operation (sync, summary, lock).",
+            ("backend", "op"),
+            registry=r,
+        )
+        self.shared_state_unsent = Gauge(
+            p + "shared_state_unsent_tokens",
+            "Quota tokens counted by this process and not yet in the shared state.",
+            ("backend",),
+            registry=r,
+        )
         self.passthrough = Counter(
             p + "passthrough_requests",
             "Other /v1 requests forwarded unchanged.",
@@ -210,6 +229,16 @@ class Metrics:
                 self.quota_limit.remove(team)
         else:
             self.quota_limit.labels(team).set(limit)
+
+    def set_shared_state(self, backend: str, up: bool, unsent: int | None = None) -> None:
+        """Whether the shared state answers, and how many quota tokens wait to be sent."""
+        self.shared_state_up.labels(backend).set(1 if up else 0)
+        if unsent is not None:
+            self.shared_state_unsent.labels(backend).set(unsent)
+
+    def shared_state_failed(self, backend: str, op: str) -> None:
+        """One failed shared-state operation ("sync", "summary", "lock")."""
+        self.shared_state_failures.labels(backend, op).inc()
 
     def observe_passthrough(self, route: str, status: int, latency_s: float) -> None:
         """A request to another /v1 route; pass `route_group(path)` as `route`."""

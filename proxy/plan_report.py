@@ -9,7 +9,7 @@ from typing import Any
 
 from proxy.items import Action, Decision, Layout
 from proxy.policy import Policy
-from proxy.sections import section_policy
+from proxy.tag_fields import section_policy
 from proxy.types import Section
 
 

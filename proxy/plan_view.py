@@ -32,30 +32,28 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     ]
 
 
-def _runs(items: Sequence[ItemReport]) -> list[tuple[ItemReport, ItemReport, int, int, int]]:
-    """Consecutive alike items (same role, section, priority, action) folded together."""
-    out: list[tuple[ItemReport, ItemReport, int, int, int]] = []
+def _key(it: ItemReport) -> tuple[str, str, str, str]:
+    return it.section, it.priority, it.action, it.kind
+
+
+def _runs(items: Sequence[ItemReport]) -> list[tuple[ItemReport, ItemReport, int, int, int, str]]:
+    """Consecutive alike items (same section, priority, action, kind) folded together."""
+    out: list[tuple[ItemReport, ItemReport, int, int, int, str]] = []
     k = 0
     while k < len(items):
         first = items[k]
         j = k
-        before = after = 0
-        while j < len(items) and (
-            items[j].role,
-            items[j].section,
-            items[j].priority,
-            items[j].action,
-            items[j].kind,
-        ) == (first.role, first.section, first.priority, first.action, first.kind):
-            before += items[j].tokens
-            after += items[j].tokens_after
+        while j < len(items) and _key(items[j]) == _key(first):
             j += 1
-        if j - k >= _RUN:
-            out.append((first, items[j - 1], j - k, before, after))
-            k = j
-        else:
-            out.append((first, first, 1, first.tokens, first.tokens_after))
-            k += 1
+        if j - k < _RUN:
+            j = k + 1
+        run = items[k:j]
+        roles = {it.role for it in run}
+        role = first.role if len(roles) == 1 else "mixed"
+        before = sum(it.tokens for it in run)
+        after = sum(it.tokens_after for it in run)
+        out.append((first, run[-1], len(run), before, after, role))
+        k = j
     return out
 
 
@@ -108,16 +106,16 @@ def render_plan(report: PlanReport, *, color: bool = False, collapse: bool = Tru
     runs = (
         _runs(report.items)
         if collapse
-        else [(it, it, 1, it.tokens, it.tokens_after) for it in report.items]
+        else [(it, it, 1, it.tokens, it.tokens_after, it.role) for it in report.items]
     )
-    for first, last, n, before, after in runs:
+    for first, last, n, before, after, role in runs:
         where = str(first.message) if n == 1 else f"{first.message}-{last.message}"
         reason = first.reason if n == 1 else f"{n} items: {first.reason}"
         rows.append(
             [
                 where,
                 first.kind,
-                first.role,
+                role,
                 first.section,
                 first.priority,
                 f"{before:,}",

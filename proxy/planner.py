@@ -8,7 +8,7 @@ dropped tool group go with it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, cut_required, reservations
 from proxy.clusters import Substitution, settle
@@ -17,7 +17,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.history import keep_order
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.policy import Policy
-from proxy.sections import section_policy
+from proxy.tag_fields import section_policy
 from proxy.types import Overflow, Priority, Section, Strategy, Tokenizer
 
 _TOOL_ROLES = ("tool", "function")
@@ -122,7 +122,11 @@ class Planner:
         else:
             order = (-position, -lead.key)
         rank = lead.priority.rank if lead.priority is not Priority.REQUIRED else 1
-        cut = self._cuttable(keys)
+        cut = (
+            self._cuttable(keys)
+            if len(keys) > 1 or self.sections[lead.section].overflow is Overflow.TRUNCATE
+            else None
+        )
         floor = cost
         if cut is not None:
             room = self.tokenizer.count_text(self.text_of(cut)) - MIN_KEPT_TOKENS - self.marker
@@ -159,7 +163,8 @@ class Planner:
         query, context = self._query()
         rank = keep_order(texts, positions, query, context, history.neighbors)
         for c, r in zip(older, rank, strict=True):
-            choices[c] = replace(choices[c], order=(float(r),), contiguous=False)
+            choices[c].order = (float(r),)
+            choices[c].contiguous = False
         return choices
 
     def _query(self) -> tuple[str, str]:

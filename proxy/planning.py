@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.budget import compute_budget
+from proxy.budget_note import budget_note, note_cost
 from proxy.costs import count_message, measure, overhead, well_shaped
 from proxy.errors import ContextLengthExceeded
 from proxy.items import Action, Decision, Item, Kind, Layout
 from proxy.plan_report import PlanReport, build_report
 from proxy.planner import Plan, Planner
 from proxy.policy import Policy
-from proxy.sections import build_layout, section_policy
+from proxy.sections import build_layout
+from proxy.tag_fields import section_policy
 from proxy.trim import apply, with_note
 from proxy.types import Body, Section, Tokenizer
 
@@ -131,7 +133,7 @@ def plan_request(
     note = policy.visibility.prompt_report and budget is not None
     if note and budget is not None:
         required = fixed + sum(it.cost for it in layout.items if it.required)
-        if required + _note_cost(tokenizer, budget, stripped) > budget:
+        if required + note_cost(tokenizer, budget, stripped) > budget:
             note = False  # the note is a courtesy: never the reason a request fails
             layout.problems.append("no room for the context budget note")
     decisions: dict[int, Decision] = {}
@@ -140,14 +142,14 @@ def plan_request(
         out = stripped
         for it in layout.items:
             decisions[it.key] = Decision(Action.KEEP, "no context window known", tokens=it.cost)
-    elif before + (_note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
+    elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
         _add_summaries(layout, extra_summaries, tokenizer, policy)
         plan, out = _fit(layout, policy, tokenizer, body, budget, context_window, fixed, note, full)
         decisions = plan.decisions
     if note and budget is not None and plan is None:
-        out = with_note(out, _note(layout, decisions, budget, before))
+        out = with_note(out, budget_note(layout, decisions, budget, before))
     after = _count(tokenizer, body, out, layout, full)
     changed = layout.tagged or plan is not None or bool(note)
     allocated = plan.allocated if plan is not None else None
@@ -237,7 +239,7 @@ def _fit(
     """Plan, trim and re-count until the forwarded messages fit the budget."""
     planner = Planner(layout, policy, tokenizer, window)
     reserve = fixed + (
-        _note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
+        note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
     )
     floor = reserve + sum(it.cost for it in layout.items if it.required)
     target = budget
@@ -245,7 +247,7 @@ def _fit(
         plan = planner.plan(target, reserve)
         out = apply(layout, plan.decisions)
         if note:
-            out = with_note(out, _note(layout, plan.decisions, budget, None))
+            out = with_note(out, budget_note(layout, plan.decisions, budget, None))
         after = _count(tokenizer, body, out, layout, full)
         if after <= budget:
             return plan, out
@@ -290,33 +292,3 @@ def _add_summaries(
         layout.items.append(item)
         layout.extra[key] = message
         layout.spans[key] = (s.start, s.end)
-
-
-def _note(layout: Layout, decisions: dict[int, Decision], budget: int, used: int | None) -> str:
-    """The budget visibility block appended to the system prompt."""
-    per: dict[str, int] = {}
-    dropped = 0
-    for it in layout.items:
-        d = decisions.get(it.key)
-        if d is None or d.kept:
-            per[it.section.value] = per.get(it.section.value, 0) + (d.tokens if d else it.cost)
-        else:
-            dropped += 1
-    total = used if used is not None else sum(per.values())
-    share = f" ({100 * total // budget}%)" if budget else ""
-    sections = ", ".join(f"{name} {n:,}" for name, n in per.items() if n)
-    trimmed = f"; {dropped} item(s) left out to fit" if dropped else ""
-    return f"Context budget: {total:,}/{budget:,} tokens{share}{trimmed}. By section: {sections}."
-
-
-def _note_cost(tokenizer: Tokenizer, budget: int, messages: Sequence[Any]) -> int:
-    """A generous estimate of the note's tokens, numbers at their widest."""
-    names = ", ".join(f"{s.value} {budget:,}" for s in Section)
-    sample = (
-        f"Context budget: {budget:,}/{budget:,} tokens (100%); {budget} item(s) left out to fit."
-        f" By section: {names}."
-    )
-    has_system = any(
-        isinstance(m, dict) and m.get("role") in ("system", "developer") for m in messages
-    )
-    return tokenizer.count_text(sample) + (2 if has_system else 4)

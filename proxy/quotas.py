@@ -15,6 +15,9 @@ from proxy.usage import iter_records, level_for
 
 _SEEK_MIN_BYTES = 1 << 20  # below this a log is simply read whole
 _SEEK_MARGIN = timedelta(days=1)  # long streams are logged after records that started later
+# Unsent (team, day) entries kept while the shared state is unreachable; a day's entry holds
+# any number of tokens, so this only binds with thousands of teams over a long outage.
+MAX_PENDING = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +55,67 @@ class QuotaBook:
 
     def __init__(self) -> None:
         self._teams: dict[str, _TeamUsage] = {}
+        # (team, day) -> tokens counted here and not yet handed to the shared state; None
+        # while nothing shares the counts, so an embedded proxy keeps no such ledger.
+        self._pending: dict[tuple[str, str], int] | None = None
+        self._max_pending = MAX_PENDING
+        self.dropped_unsent = 0  # tokens forgotten because the unsent ledger was full
 
     def add(self, team: str, tokens: int, when: datetime | None = None) -> None:
         """Count `tokens` against `team` at time `when` (naive means UTC; default now)."""
         when = datetime.now(UTC) if when is None else when
         if when.tzinfo is not None:
             when = when.astimezone(UTC)
-        self._add_day(team, tokens, when.strftime("%Y-%m-%d"))
+        day = when.strftime("%Y-%m-%d")
+        self._add_day(team, tokens, day)
+        if self._pending is not None and tokens > 0:
+            self._remember_unsent(team, day, tokens)
+
+    def share(self, max_pending: int = MAX_PENDING) -> None:
+        """From now on remember what `add` counts until `take_pending` hands it over."""
+        if self._pending is None:
+            self._pending = {}
+        self._max_pending = max_pending
+
+    def _remember_unsent(self, team: str, day: str, tokens: int) -> None:
+        assert self._pending is not None
+        key = (team, day)
+        if key not in self._pending and len(self._pending) >= self._max_pending:
+            oldest = min(self._pending, key=lambda k: k[1])  # the oldest day matters least
+            self.dropped_unsent += self._pending.pop(oldest)
+        self._pending[key] = self._pending.get(key, 0) + tokens
+
+    def take_pending(self) -> dict[tuple[str, str], int]:
+        """The unsent tokens per (team, day), now the caller's to deliver; the ledger empties."""
+        taken = self._pending or {}
+        if self._pending is not None:
+            self._pending = {}
+        return taken
+
+    def unsent(self) -> int:
+        """Tokens counted here that the shared state has not been handed yet."""
+        return sum((self._pending or {}).values())
+
+    def teams(self) -> list[str]:
+        """Every team with a count in the current book."""
+        return list(self._teams)
+
+    def install(self, team: str, day: str, day_total: int, month_total: int) -> None:
+        """Take shared totals for `day` and its month as the team's counts.
+
+        What was counted here after those totals were read (still unsent) is added on top;
+        a period older than the one the book already holds is ignored.
+        """
+        usage = self._teams.get(team)
+        if usage is None:
+            usage = self._teams[team] = _TeamUsage()
+        month = day[:7]
+        pending = self._pending or {}
+        if month >= usage.month:
+            unsent = sum(n for (t, d), n in pending.items() if t == team and d[:7] == month)
+            usage.month, usage.month_used = month, month_total + unsent
+        if day >= usage.day:
+            usage.day, usage.day_used = day, day_total + pending.get((team, day), 0)
 
     def _add_day(self, team: str, tokens: int, day: str) -> None:
         usage = self._teams.get(team)

@@ -13,7 +13,8 @@ from typing import Any
 from proxy.costs import well_shaped
 from proxy.groups import Shape, role_of, shape
 from proxy.items import Item, Kind, Layout, MessageLayout, Part
-from proxy.policy import DEFAULT_SECTIONS, Policy, SectionPolicy
+from proxy.policy import Policy
+from proxy.tag_fields import Tag, read_tag, section_policy
 from proxy.tags import Block, split_blocks, split_headings
 from proxy.types import Priority, Section
 
@@ -22,81 +23,13 @@ _PLAIN_ROLES = ("user", "assistant", "tool", "function")
 _TEXT_PARTS = ("text", "input_text")
 
 
-def section_policy(policy: Policy, section: Section) -> SectionPolicy:
-    return policy.sections.get(section) or DEFAULT_SECTIONS[section]
-
-
-class _Tag:
-    """A resolved tag: section, priority and the optional fields of x_context or a block."""
-
-    __slots__ = ("cluster", "id", "priority", "score", "section", "source", "summary_of")
-
-    def __init__(self, section: Section, priority: Priority, source: str) -> None:
-        self.section, self.priority, self.source = section, priority, source
-        self.id: str | None = None
-        self.cluster: str | None = None
-        self.score: float | None = None
-        self.summary_of: tuple[str, ...] = ()
-
-
-def read_tag(
-    fields: Mapping[str, Any],
-    inherit: _Tag,
-    policy: Policy,
-    where: str,
-    problems: list[str],
-    source: str,
-) -> _Tag:
-    """A tag from x_context or block attributes; missing or bad fields fall back to `inherit`."""
-    tag = _Tag(inherit.section, inherit.priority, source)
-    raw = fields.get("section")
-    if raw is not None:
-        try:
-            tag.section = Section(raw)
-            tag.priority = section_policy(policy, tag.section).priority
-        except ValueError:
-            problems.append(
-                f"{where}: unknown section {str(raw)[:40]!r}, using {inherit.section.value}"
-            )
-    raw = fields.get("priority")
-    if raw is not None:
-        try:
-            tag.priority = Priority(raw)
-        except ValueError:
-            problems.append(f"{where}: bad priority {str(raw)[:40]!r}, using {tag.priority.value}")
-    for name in ("id", "cluster"):
-        value = fields.get(name)
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            setattr(tag, name, str(value))
-        elif value is not None:
-            problems.append(f"{where}: {name} must be a string")
-    raw = fields.get("score")
-    if raw is not None:
-        try:
-            tag.score = float(raw)
-        except (TypeError, ValueError):
-            problems.append(f"{where}: score {str(raw)[:40]!r} is not a number")
-    raw = fields.get("summary_of")
-    if isinstance(raw, str):
-        tag.summary_of = (raw,)
-    elif isinstance(raw, list) and all(isinstance(c, str) for c in raw):
-        tag.summary_of = tuple(raw)
-    elif raw is not None:
-        problems.append(f"{where}: summary_of must be a cluster name or a list of them")
-    if tag.summary_of and fields.get("section") is None:
-        tag.section = Section.CONVERSATION_SUMMARY
-        if fields.get("priority") is None:
-            tag.priority = section_policy(policy, tag.section).priority
-    return tag
-
-
-def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> _Tag:
+def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> Tag:
     if role in _SYSTEM_ROLES:
-        return _Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
+        return Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
     if i >= sh.current_start:
-        return _Tag(Section.RECENT_MESSAGES, Priority.REQUIRED, "current turn")
+        return Tag(Section.RECENT_MESSAGES, Priority.REQUIRED, "current turn")
     recent = sh.turn_of[i] >= sh.current_turn - policy.history.keep_recent
-    return _Tag(Section.RECENT_MESSAGES, Priority.HIGH if recent else Priority.LOW, "default")
+    return Tag(Section.RECENT_MESSAGES, Priority.HIGH if recent else Priority.LOW, "default")
 
 
 class _Builder:
@@ -105,7 +38,7 @@ class _Builder:
         self.shape = shape(messages)
         self.layout = Layout([], [], self.shape.units, self.shape.current_start)
 
-    def item(self, i: int, role: str, kind: Kind, tag: _Tag, text: str, plain: bool) -> int:
+    def item(self, i: int, role: str, kind: Kind, tag: Tag, text: str, plain: bool) -> int:
         key = len(self.layout.items)
         self.layout.items.append(
             Item(
@@ -254,7 +187,7 @@ class _Builder:
                         part.pieces.append((base, chunk))
                         base_text.append(chunk)
                         continue
-                    htag = _Tag(section, section_policy(self.policy, section).priority, "heading")
+                    htag = Tag(section, section_policy(self.policy, section).priority, "heading")
                     key = self.item(i, role, Kind.HEADING, htag, chunk, True)
                     layout.items.append(key)
                     part.pieces.append((key, chunk))

@@ -15,6 +15,7 @@ from proxy.metrics import Metrics
 from proxy.policy_store import PolicyStore
 from proxy.quotas import QuotaBook
 from proxy.settings import Settings
+from proxy.summaries import Summarizer
 from proxy.tokens import TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import ThresholdWatch, UsageLog
@@ -34,6 +35,7 @@ class Services:
     quotas: QuotaBook
     thresholds: ThresholdWatch
     metrics: Metrics
+    summaries: Summarizer
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -54,16 +56,19 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await asyncio.to_thread(quotas.rebuild, settings.usage_log)
     usage = UsageLog(settings.usage_log)
     await usage.start()
+    upstream = Upstream.open()
     services = Services(
         settings=settings,
         policies=policies,
-        upstream=Upstream.open(),
+        upstream=upstream,
         counter=TokenCounter(),
         windows=ContextWindows(),
         usage=usage,
         quotas=quotas,
         thresholds=ThresholdWatch(),
         metrics=Metrics(),
+        # Stores open on first use: a policy with summaries off never creates a file.
+        summaries=Summarizer(upstream, usage, quotas),
     )
     stop = asyncio.Event()
     if settings.watch_policies:
@@ -80,5 +85,6 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         for task in list(services.tasks):
             task.cancel()
         await asyncio.gather(*services.tasks, return_exceptions=True)
+        await services.summaries.aclose()
         await services.upstream.close()
         await usage.aclose()

@@ -263,12 +263,12 @@ class ChatTokenizer:
     def _overhead(self, body: Body) -> int:
         count = self._text.count
         n = 3  # every reply is primed with <|start|>assistant<|message|>
-        functions = [t.get("function", t) for t in body.get("tools") or () if isinstance(t, dict)]
-        functions += [f for f in body.get("functions") or () if isinstance(f, dict)]
+        # Bodies come from clients: any field may have any JSON type, so shapes are checked.
+        functions = [t.get("function", t) for t in _dicts(body.get("tools"))]
+        functions = [f for f in functions if isinstance(f, dict)] + _dicts(body.get("functions"))
         if functions:
             n += count(format_functions(functions)) + 9
-            messages = body.get("messages") or ()
-            system = next((m for m in messages if _role(m) == "system"), None)
+            system = next((m for m in _dicts(body.get("messages")) if _role(m) == "system"), None)
             if system is not None:
                 n -= 4
                 text = system.get("content")
@@ -278,7 +278,8 @@ class ChatTokenizer:
         if choice == "none":
             n += 1
         elif isinstance(choice, dict):
-            name = (choice.get("function") or choice).get("name")
+            named = choice.get("function") or choice
+            name = named.get("name") if isinstance(named, dict) else None
             n += 7 + (count(name) if isinstance(name, str) else 0)
         response_format = body.get("response_format")
         schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
@@ -286,6 +287,10 @@ class ChatTokenizer:
             rendered = orjson.dumps(schema.get("schema")).decode()
             n += 8 + count(str(schema.get("name", ""))) + count(rendered)
         return n
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _role(message: object) -> object:

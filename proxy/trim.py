@@ -85,11 +85,16 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
                 moved.add(item.msg)
             placed.setdefault(d.anchor, []).append(message)
     out: list[Any] = []
+    keep = Action.KEEP
     for ml in layout.messages:
-        out.extend(placed.pop(ml.index, ()))
+        if placed:
+            out.extend(placed.pop(ml.index, ()))
         if ml.index in moved:
             continue
         base = decisions.get(ml.base)
+        if len(ml.items) == 1 and (base is None or (base.action is keep and base.text is None)):
+            out.append(ml.stripped)  # the common case: a whole message kept as it came
+            continue
         if base is not None and not base.kept and (ml.group or not _any_kept(ml, decisions)):
             continue
         out.append(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
@@ -42,6 +44,14 @@ class UpstreamBroke(Exception):
 class Timeouts:
     total_s: float
     connect_s: float
+    retries: int = 0  # extra attempts for failures that happen before any answer exists
+
+
+# Answers that mean "not processed, try again" (RFC 9110); 429 is passed through instead,
+# with its Retry-After, since the client is the one that has to slow down.
+RETRY_STATUSES = frozenset({502, 503, 504})
+BACKOFF_BASE_S = 0.25
+BACKOFF_CAP_S = 4.0
 
 
 def clean_headers(
@@ -107,6 +117,7 @@ class Upstream:
 
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self._session = session
+        self._jitter = random.Random()
 
     @classmethod
     def open(cls) -> Upstream:
@@ -133,7 +144,37 @@ class Upstream:
         timeouts: Timeouts,
         streaming: bool,
     ) -> UpstreamResponse:
-        """Send a request; return once the status and headers arrived."""
+        """Send a request; return once the status and headers arrived.
+
+        With `timeouts.retries`, a refused connection or a 502/503/504 answer is retried with
+        jittered exponential backoff — only for bodies held in memory (a streamed body cannot be
+        sent twice), and always before any byte has reached the client.
+        """
+        attempts = 1 + (timeouts.retries if not isinstance(body, AsyncIterator) else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = await self._send_once(method, url, headers, body, timeouts, streaming)
+            except UpstreamUnreachable as exc:
+                if last or not isinstance(exc.__cause__, aiohttp.ClientConnectorError):
+                    raise
+            else:
+                if last or response.status not in RETRY_STATUSES:
+                    return response
+                response.close()
+            ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+            await asyncio.sleep(self._jitter.uniform(0, ceiling))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _send_once(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | AsyncIterator[bytes] | None,
+        timeouts: Timeouts,
+        streaming: bool,
+    ) -> UpstreamResponse:
         # Streams get a per-read timeout (a long answer may take minutes overall);
         # plain answers get the whole budget for headers and body.
         timeout = aiohttp.ClientTimeout(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,42 @@ class FakeUpstream:
         b'{"error": {"message": "rate limited", "type": "rate_limit", "code": "rate_limit"}}'
     )
 
+    # Summary calls (the proxy's own, recognized by `summary_marker` in their prompt) are
+    # answered on their own terms, whatever `mode` says: held until `summary_gate` is set,
+    # then `summary_status` (200: `summary_reply` and a usage object).
+    summary_marker: str = "Summarize the conversation excerpt"
+    summary_reply: str = "SUMMARY-FROM-FAKE"
+    summary_status: int = 200
+    summary_gate: threading.Event = field(default_factory=threading.Event)
+    summary_active: int = 0
+    summary_peak: int = 0  # most summary calls held at once
+
+    def __post_init__(self) -> None:
+        self.summary_gate.set()
+
     def reset(self) -> None:
         self.mode, self.requests, self.delay_s, self.status = "ok", [], 0.0, 200
+        self.summary_reply, self.summary_status = "SUMMARY-FROM-FAKE", 200
+        self.summary_active = self.summary_peak = 0
+        self.summary_gate.set()
+
+    def is_summary(self, rec: Recorded) -> bool:
+        return self.summary_marker.encode() in rec.body
+
+    @property
+    def summary_requests(self) -> list[Recorded]:
+        return [
+            r for r in self.requests if r.path.endswith("/chat/completions") and self.is_summary(r)
+        ]
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        """The chat-completion requests that are not summary calls."""
+        return [
+            r
+            for r in self.requests
+            if r.path.endswith("/chat/completions") and not self.is_summary(r)
+        ]
 
     @property
     def last(self) -> Recorded:
@@ -91,8 +126,37 @@ class FakeUpstream:
         }
         return Response(orjson.dumps(echo), media_type="application/json")
 
+    async def summary(self, rec: Recorded) -> Response:
+        self.summary_active += 1
+        self.summary_peak = max(self.summary_peak, self.summary_active)
+        try:
+            # Bounded, so a test that forgets to open the gate cannot hang the server.
+            await asyncio.to_thread(self.summary_gate.wait, 30)
+        finally:
+            self.summary_active -= 1
+        if self.summary_status != 200:
+            return Response(
+                self.error_body, status_code=self.summary_status, media_type="application/json"
+            )
+        answer = {
+            "id": "chatcmpl-fake-summary",
+            "object": "chat.completion",
+            "model": rec.json().get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": self.summary_reply},
+                }
+            ],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 10, "total_tokens": 50},
+        }
+        return Response(orjson.dumps(answer), media_type="application/json")
+
     async def chat(self, request: Request) -> Response:
         rec = await self.record(request)
+        if self.is_summary(rec):
+            return await self.summary(rec)
         mode = rec.headers.get("x-fake-mode", self.mode)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)

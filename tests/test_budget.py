@@ -13,7 +13,9 @@ S = Section
 RANKS = {s: p.priority.rank for s, p in DEFAULT_SECTIONS.items()}
 
 
-def ch(section: Section, cost: int, rank: int = 1, pos: int = 0, floor: int | None = None) -> Choice:
+def ch(
+    section: Section, cost: int, rank: int = 1, pos: int = 0, floor: int | None = None
+) -> Choice:
     return Choice((pos,), section, rank, (-float(pos),), cost, cost if floor is None else floor)
 
 
@@ -78,7 +80,9 @@ def test_reserved_share_is_guaranteed_before_leftovers() -> None:
 
 
 def test_no_token_wasted_and_never_over() -> None:
-    choices = [ch(S.RECENT_MESSAGES, c, rank=1 + p % 3, pos=p) for p, c in enumerate([7, 3, 9, 4, 12, 1])]
+    choices = [
+        ch(S.RECENT_MESSAGES, c, rank=1 + p % 3, pos=p) for p, c in enumerate([7, 3, 9, 4, 12, 1])
+    ]
     for available in range(0, 40):
         grants = allocate(choices, available, {S.RECENT_MESSAGES: 10}, RANKS)
         assert sum(grants) <= available
@@ -88,7 +92,11 @@ def test_no_token_wasted_and_never_over() -> None:
 
 
 def test_drop_section_skips_a_big_item_and_keeps_smaller_older_ones() -> None:
-    choices = [ch(S.RECENT_MESSAGES, 5, pos=0), ch(S.RECENT_MESSAGES, 50, pos=1), ch(S.RECENT_MESSAGES, 5, pos=2)]
+    choices = [
+        ch(S.RECENT_MESSAGES, 5, pos=0),
+        ch(S.RECENT_MESSAGES, 50, pos=1),
+        ch(S.RECENT_MESSAGES, 5, pos=2),
+    ]
     assert allocate(choices, 12, {S.RECENT_MESSAGES: 12}, RANKS) == [5, 0, 5]
 
 
@@ -137,7 +145,9 @@ def test_only_a_floor_below_cost_allows_a_cut() -> None:
         ([(1, 1, False)], 5, {}),  # too small to help
     ],
 )
-def test_cut_required(sizes: list[tuple[int, int, bool]], excess: int, expected: dict[int, int]) -> None:
+def test_cut_required(
+    sizes: list[tuple[int, int, bool]], excess: int, expected: dict[int, int]
+) -> None:
     assert cut_required(sizes, excess, marker=2) == expected
 
 

@@ -39,7 +39,10 @@ def assistant(text: str | None, **extra: Any) -> dict[str, Any]:
 def chat(turns: int, size: int = 50) -> list[dict[str, Any]]:
     msgs = [sys()]
     for t in range(turns):
-        msgs += [user(f"question{t} " + words(size, f"q{t}_")), assistant(f"answer{t} " + words(size, f"a{t}_"))]
+        msgs += [
+            user(f"question{t} " + words(size, f"q{t}_")),
+            assistant(f"answer{t} " + words(size, f"a{t}_")),
+        ]
     return msgs
 
 
@@ -48,7 +51,9 @@ def body_of(messages: list[Any], **extra: Any) -> dict[str, Any]:
 
 
 def forwarded_tokens(body: dict[str, Any], tokenizer: Tokenizer = WORDS) -> int:
-    return sum(tokenizer.count_message(m) for m in body["messages"]) + tokenizer.count_request_overhead(body)
+    return sum(
+        tokenizer.count_message(m) for m in body["messages"]
+    ) + tokenizer.count_request_overhead(body)
 
 
 def actions(outcome: Any) -> list[tuple[int, str, str]]:
@@ -56,6 +61,7 @@ def actions(outcome: Any) -> list[tuple[int, str, str]]:
 
 
 # --- pass-through -----------------------------------------------------------------------
+
 
 def test_within_budget_is_forwarded_as_it_came() -> None:
     body = body_of([sys(), user("hello")])
@@ -66,7 +72,11 @@ def test_within_budget_is_forwarded_as_it_came() -> None:
 
 
 def test_within_budget_only_tags_removed() -> None:
-    msgs = [sys(), user("a <context section='memory'>fact</context> b", name="x"), user("q", x_context={})]
+    msgs = [
+        sys(),
+        user("a <context section='memory'>fact</context> b", name="x"),
+        user("q", x_context={}),
+    ]
     body = body_of(msgs)
     snapshot = copy.deepcopy(body)
     out = plan_request(body, OFF, WORDS, 10_000)
@@ -84,6 +94,7 @@ def test_no_context_window_means_no_trimming() -> None:
 
 
 # --- fitting ------------------------------------------------------------------------------
+
 
 def test_over_budget_fits_and_keeps_required_and_order() -> None:
     msgs = [*chat(40), user("the question")]
@@ -108,13 +119,19 @@ def test_max_tokens_reserves_output() -> None:
 @pytest.mark.parametrize("tokenizer_model", ["gpt-4o-mini", "gpt-4", "claude-3-5-sonnet"])
 def test_real_tokenizer_fits(tokenizer_model: str) -> None:
     tokenizer = TokenCounter().for_model(tokenizer_model, Policy())
-    msgs = [*chat(60, 80), user("Which answer mentioned a17_3? <context section='memory'>Ünïcödé fact ✓</context>")]
+    msgs = [
+        *chat(60, 80),
+        user("Which answer mentioned a17_3? <context section='memory'>Ünïcödé fact ✓</context>"),
+    ]
     out = plan_request(body_of(msgs), Policy(), tokenizer, 4000)
     assert out.tokens_after <= out.budget == 3200
-    assert out.tokens_after == sum(tokenizer.count_message(m) for m in out.body["messages"]) + tokenizer.count_request_overhead(out.body)
+    assert out.tokens_after == sum(
+        tokenizer.count_message(m) for m in out.body["messages"]
+    ) + tokenizer.count_request_overhead(out.body)
 
 
 # --- required overflow ----------------------------------------------------------------------
+
 
 def test_required_overflow_rejects_with_a_breakdown() -> None:
     body = body_of([sys(words(300)), user(words(600))])
@@ -126,7 +143,9 @@ def test_required_overflow_rejects_with_a_breakdown() -> None:
 
 
 def test_required_overflow_truncates_the_current_turn_last() -> None:
-    policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"), history=HistoryPolicy(relevance="off"))
+    policy = Policy(
+        budget=BudgetPolicy(on_required_overflow="truncate"), history=HistoryPolicy(relevance="off")
+    )
     body = body_of([sys(words(700)), user("old " + words(50)), user(words(300))])
     out = plan_request(body, policy, WORDS, 1000)
     fwd = out.body["messages"]
@@ -147,10 +166,16 @@ def test_required_overflow_cuts_current_turn_when_it_must() -> None:
 
 # --- tool groups -------------------------------------------------------------------------------
 
+
 def tool_turn(call_id: str, size: int) -> list[dict[str, Any]]:
     return [
         user(f"run {call_id}"),
-        assistant(None, tool_calls=[{"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
+        assistant(
+            None,
+            tool_calls=[
+                {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        ),
         {"role": "tool", "tool_call_id": call_id, "content": words(size, call_id)},
         assistant(f"done {call_id}"),
     ]
@@ -181,6 +206,7 @@ def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
 
 
 # --- sections, strategies, overflow ---------------------------------------------------------------
+
 
 def test_score_strategy_keeps_the_best_retrieved_blocks() -> None:
     docs = "".join(
@@ -226,10 +252,13 @@ def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
 
 # --- dedupe ------------------------------------------------------------------------------------
 
+
 def test_dedupe_by_id_content_and_summary_lines() -> None:
     doc = words(40, "doc")
     msgs = [
-        sys("Base.\n## Memory\n- Alice lives in Paris\n- likes tea\n## Conversation Summary\n- alice LIVES in paris\n- we discussed cars\n"),
+        sys(
+            "Base.\n## Memory\n- Alice lives in Paris\n- likes tea\n## Conversation Summary\n- alice LIVES in paris\n- we discussed cars\n"
+        ),
         user(f'<context section="retrieved_context" id="k1">{doc}</context> first'),
         user(f'<context section="retrieved_context" id="k1">other text {doc}</context> second'),
         user(f'<context section="retrieved_context">  OTHER text {doc.upper()}  </context> third'),
@@ -242,7 +271,10 @@ def test_dedupe_by_id_content_and_summary_lines() -> None:
     assert "duplicate id 'k1'" in reasons
     assert "same content" in reasons
     assert "summary lines already in memory" in reasons
-    assert "alice lives in paris" not in out.body["messages"][0]["content"].lower().split("## conversation summary")[1]
+    assert (
+        "alice lives in paris"
+        not in out.body["messages"][0]["content"].lower().split("## conversation summary")[1]
+    )
     assert out.deduped == len(deduped) >= 3
 
 
@@ -254,10 +286,14 @@ def test_within_budget_no_dedupe() -> None:
 
 # --- summaries ----------------------------------------------------------------------------------
 
+
 def clustered(n_cluster: int) -> list[dict[str, Any]]:
     msgs = [sys()]
     for t in range(n_cluster):
-        msgs += [user(f"early{t} " + words(60), x_context={"cluster": "early"}), assistant(f"reply{t} " + words(60), x_context={"cluster": "early"})]
+        msgs += [
+            user(f"early{t} " + words(60), x_context={"cluster": "early"}),
+            assistant(f"reply{t} " + words(60), x_context={"cluster": "early"}),
+        ]
     msgs.append(assistant("SUMMARY of the early part", x_context={"summary_of": "early"}))
     msgs += chat(6, 40)[1:]
     msgs.append(user("now"))
@@ -299,6 +335,7 @@ def test_extra_summary_replaces_a_dropped_span() -> None:
 
 # --- relevance, visibility, report ------------------------------------------------------------------
 
+
 def test_relevance_keeps_an_old_turn_about_the_question() -> None:
     msgs = [sys(), user("my locker code is 4417 and the zebra is blue"), assistant("noted")]
     msgs += chat(30, 30)[1:]
@@ -310,7 +347,9 @@ def test_relevance_keeps_an_old_turn_about_the_question() -> None:
 
 
 def test_visibility_note_is_counted() -> None:
-    policy = Policy(visibility=VisibilityPolicy(prompt_report=True), history=HistoryPolicy(relevance="off"))
+    policy = Policy(
+        visibility=VisibilityPolicy(prompt_report=True), history=HistoryPolicy(relevance="off")
+    )
     out = plan_request(body_of([*chat(30), user("now")]), policy, WORDS, 1000)
     system = out.body["messages"][0]["content"]
     assert "Context budget:" in system and "/800 tokens" in system
@@ -323,7 +362,9 @@ def test_report_json_shape() -> None:
     out = plan_request(body_of([*chat(30), user("now")]), OFF, WORDS, 1000)
     data = orjson.loads(orjson.dumps(out.report.to_json()))
     assert data["budget"] == 800 and data["tokens_after"] == out.tokens_after
-    assert {"section", "reserved", "allocated", "used", "kept", "dropped", "truncated"} <= set(data["sections"][0])
+    assert {"section", "reserved", "allocated", "used", "kept", "dropped", "truncated"} <= set(
+        data["sections"][0]
+    )
     item = data["items"][1]
     assert {"message", "role", "section", "priority", "tokens", "action", "reason"} <= set(item)
     assert data["counts"]["drop"] == out.dropped
@@ -331,7 +372,7 @@ def test_report_json_shape() -> None:
 
 
 def test_deterministic() -> None:
-    msgs = clustered(5) + [user("again <context section='memory' id='m'>x y z</context>")]
+    msgs = [*clustered(5), user("again <context section='memory' id='m'>x y z</context>")]
     a = plan_request(body_of(msgs), Policy(), WORDS, 900)
     b = plan_request(body_of(copy.deepcopy(msgs)), Policy(), WORDS, 900)
     assert orjson.dumps(a.body) == orjson.dumps(b.body)
@@ -340,11 +381,55 @@ def test_deterministic() -> None:
 
 @pytest.mark.parametrize(
     "odd",
-    [None, 7, "s", [1, 2], {"role": "user", "content": {"nested": [None]}}, {"role": "user", "content": None},
-     {"role": "assistant", "tool_calls": [None, 3, {"function": None}]}, {"role": ["x"], "content": "c"}],
+    [
+        None,
+        7,
+        "s",
+        [1, 2],
+        {"role": "user", "content": {"nested": [None]}},
+        {"role": "user", "content": None},
+        {"role": "assistant", "tool_calls": [None, 3, {"function": None}]},
+        {"role": ["x"], "content": "c"},
+    ],
 )
 def test_odd_messages_never_crash(odd: Any) -> None:
     msgs = [*chat(20), odd, user("now")]
     out = plan_request(body_of(msgs), Policy(), WORDS, 600)
-    assert odd in out.body["messages"] or odd is None and None in out.body["messages"]
+    assert odd in out.body["messages"] or (odd is None and None in out.body["messages"])
     assert out.tokens_after <= out.budget
+
+
+# --- the terminal view -------------------------------------------------------------------------
+
+
+def test_plan_view_table_and_colour() -> None:
+    from proxy.plan_view import render_plan
+
+    out = plan_request(
+        body_of([*chat(30), user("now <context section='memory'>m</context>")]), OFF, WORDS, 1000
+    )
+    plain = render_plan(out.report)
+    assert "budget 800" in plain and "recent_messages" in plain and "\x1b[" not in plain
+    assert "items: over budget" in plain  # a run of alike drops folded into one line
+    coloured = render_plan(out.report, color=True)
+    assert "\x1b[31m" in coloured and "\x1b[32m" in coloured
+    every = render_plan(out.report, collapse=False)
+    assert len(every.splitlines()) > len(plain.splitlines())
+
+
+def test_example_session_is_trimmed_out_of_the_box() -> None:
+    from pathlib import Path
+
+    from proxy.windows import ContextWindows
+
+    body = orjson.loads(
+        (Path(__file__).parents[1] / "examples" / "agent_session.json").read_bytes()
+    )
+    policy = Policy()
+    tokenizer = TokenCounter().for_model(body["model"], policy)
+    out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
+    actions = {it.action for it in out.report.items}
+    assert {"keep", "drop", "truncate", "dedupe", "summarize", "summary-inserted"} <= actions
+    assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
+    kinds = {it.kind for it in out.report.items}
+    assert {"block", "heading", "message"} <= kinds

@@ -25,7 +25,9 @@ def assistant(text: Any, **extra: Any) -> dict[str, Any]:
 
 
 def call(*ids: str) -> dict[str, Any]:
-    calls = [{"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids]
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
+    ]
     return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
@@ -35,10 +37,13 @@ def result(call_id: str, text: str = "out") -> dict[str, Any]:
 
 def tags(messages: list[Any], policy: Policy = POLICY) -> list[tuple[int, str, str, str, str]]:
     layout = build_layout(messages, policy)
-    return [(it.msg, it.kind.value, it.section.value, it.priority.value, it.text) for it in layout.items]
+    return [
+        (it.msg, it.kind.value, it.section.value, it.priority.value, it.text) for it in layout.items
+    ]
 
 
 # --- inline blocks -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("text", "blocks", "problems"),
@@ -74,6 +79,7 @@ def test_block_attributes_and_bad_attribute_text() -> None:
 
 # --- headings ------------------------------------------------------------------------
 
+
 def test_split_headings_known_unknown_nested_and_fenced() -> None:
     text = (
         "You are a bot.\n"
@@ -103,6 +109,7 @@ def test_headings_only_in_system_messages() -> None:
 
 # --- defaults ------------------------------------------------------------------------
 
+
 def test_defaults_by_position() -> None:
     msgs: list[Any] = [{"role": "system", "content": "s"}]
     for t in range(5):
@@ -127,6 +134,7 @@ def test_no_user_message_makes_the_last_unit_current() -> None:
 
 
 # --- x_context -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("x", "section", "priority", "problems"),
@@ -167,6 +175,7 @@ def test_protected_messages_stay_required_whatever_the_tag() -> None:
 
 # --- inline blocks in messages --------------------------------------------------------
 
+
 def test_blocks_in_string_and_text_parts() -> None:
     msgs = [
         user('See <context section="retrieved_context" id="d1" score="0.9">doc one</context> ok'),
@@ -199,7 +208,9 @@ def test_block_without_attributes_inherits_the_message() -> None:
 
 def test_malformed_tags_are_text_and_reported() -> None:
     text = 'a <context section="memory"> never closed'
-    layout = build_layout([user(text), user('b <context section="bogus" priority="x">y</context>')], POLICY)
+    layout = build_layout(
+        [user(text), user('b <context section="bogus" priority="x">y</context>')], POLICY
+    )
     assert layout.messages[0].stripped["content"] == text
     assert any("unclosed" in p for p in layout.problems)
     assert any("unknown section" in p for p in layout.problems)
@@ -207,6 +218,7 @@ def test_malformed_tags_are_text_and_reported() -> None:
 
 
 # --- groups and odd shapes -----------------------------------------------------------
+
 
 def test_tool_groups_share_one_unit_and_tag() -> None:
     msgs = [
@@ -234,8 +246,16 @@ def test_group_reaching_into_the_current_turn_is_current() -> None:
 
 @pytest.mark.parametrize(
     "odd",
-    [None, 5, "text", ["list"], {"role": "user", "content": 7}, {"role": 3, "content": {"a": 1}},
-     {"role": "assistant", "tool_calls": "nope"}, {"content": "no role"}],
+    [
+        None,
+        5,
+        "text",
+        ["list"],
+        {"role": "user", "content": 7},
+        {"role": 3, "content": {"a": 1}},
+        {"role": "assistant", "tool_calls": "nope"},
+        {"content": "no role"},
+    ],
 )
 def test_odd_shapes_are_opaque_and_required(odd: Any) -> None:
     layout = build_layout([user("q"), odd, user("now")], POLICY)

@@ -33,7 +33,10 @@ def test_x_context_removed_rest_unchanged() -> None:
 
 
 def test_dropped_block_leaves_the_outside_text() -> None:
-    msgs = [{"role": "user", "content": 'a <context id="1">B</context> c <context>D</context>'}, {"role": "user", "content": "now"}]
+    msgs = [
+        {"role": "user", "content": 'a <context id="1">B</context> c <context>D</context>'},
+        {"role": "user", "content": "now"},
+    ]
     layout = layout_of(msgs)
     ml = layout.messages[0]
     b1, b2 = ml.items[1], ml.items[2]
@@ -42,7 +45,10 @@ def test_dropped_block_leaves_the_outside_text() -> None:
 
 
 def test_truncated_text_spread_over_pieces() -> None:
-    msgs = [{"role": "user", "content": 'one two <context>X</context> three four'}, {"role": "user", "content": "now"}]
+    msgs = [
+        {"role": "user", "content": "one two <context>X</context> three four"},
+        {"role": "user", "content": "now"},
+    ]
     layout = layout_of(msgs)
     ml = layout.messages[0]
     base = ml.base
@@ -70,7 +76,13 @@ def test_text_parts_emptied_are_removed_images_kept() -> None:
 def test_group_dropped_whole_and_base_drop_keeps_blocks_of_plain_messages() -> None:
     msgs = [
         {"role": "user", "content": "q <context section='memory'>fact</context>"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "a", "content": "r <context>inner</context>"},
         {"role": "user", "content": "now"},
     ]
@@ -108,4 +120,7 @@ def test_with_note() -> None:
     assert sys_msgs[0]["content"] == "S"
     parts = [{"role": "developer", "content": [{"type": "text", "text": "S"}]}]
     assert with_note(parts, "N")[0]["content"][-1] == {"type": "text", "text": "N"}
-    assert with_note([{"role": "user", "content": "u"}], "N")[0] == {"role": "system", "content": "N"}
+    assert with_note([{"role": "user", "content": "u"}], "N")[0] == {
+        "role": "system",
+        "content": "N",
+    }

@@ -16,31 +16,83 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.planning import plan_request  # noqa: E402
-from proxy.policy import HistoryPolicy, Policy  # noqa: E402
-from proxy.tokens import TokenCounter  # noqa: E402
+from proxy.planning import plan_request
+from proxy.policy import HistoryPolicy, Policy
+from proxy.tokens import TokenCounter
 
-WORDS = (
-    "the ledger refund charge invoice account amount currency rounding decimal test suite "
-    "fixture schema migration webhook secret deploy staging approval payments team branch "
-    "commit module function signature boundary precision cents euro customer total report"
-).split()
+WORDS = [
+    "the",
+    "ledger",
+    "refund",
+    "charge",
+    "invoice",
+    "account",
+    "amount",
+    "currency",
+    "rounding",
+    "decimal",
+    "test",
+    "suite",
+    "fixture",
+    "schema",
+    "migration",
+    "webhook",
+    "secret",
+    "deploy",
+    "staging",
+    "approval",
+    "payments",
+    "team",
+    "branch",
+    "commit",
+    "module",
+    "function",
+    "signature",
+    "boundary",
+    "precision",
+    "cents",
+    "euro",
+    "customer",
+    "total",
+    "report",
+]
 
 
 def conversation(messages: int = 600, seed: int = 1) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful assistant. " * 20}]
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful assistant. " * 20}
+    ]
     call = 0
     while len(msgs) < messages - 1:
         if rng.random() < 0.15:
             call += 1
             cid = f"call_{call}"
-            msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]})
-            msgs.append({"role": "tool", "tool_call_id": cid, "content": " ".join(rng.choices(WORDS, k=400))})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+                        }
+                    ],
+                }
+            )
+            msgs.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": cid,
+                    "content": " ".join(rng.choices(WORDS, k=400)),
+                }
+            )
         else:
             role = "user" if len(msgs) % 2 else "assistant"
-            msgs.append({"role": role, "content": " ".join(rng.choices(WORDS, k=rng.randint(100, 260)))})
+            msgs.append(
+                {"role": role, "content": " ".join(rng.choices(WORDS, k=rng.randint(100, 260)))}
+            )
     msgs.append({"role": "user", "content": "Which webhook secret does the staging deploy use?"})
     return msgs
 
@@ -70,8 +122,12 @@ def main() -> None:
     relevance = Policy()
     recency = Policy(history=HistoryPolicy(relevance="off"))
     print(f"{len(msgs)} messages")
-    print("| case                               |  before |   after | trim |  cold ms | warm ms |  p95 ms |")
-    print("|------------------------------------|---------|---------|------|----------|---------|---------|")
+    print(
+        "| case                               |  before |   after | trim |  cold ms | warm ms |  p95 ms |"
+    )
+    print(
+        "|------------------------------------|---------|---------|------|----------|---------|---------|"
+    )
     bench("within budget (window 400k)", body, relevance, 400_000)
     bench("over budget, recency (window 128k)", body, recency, 128_000)
     bench("over budget, bm25 (window 128k)", body, relevance, 128_000)

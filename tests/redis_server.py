@@ -1,0 +1,89 @@
+"""A real `redis-server` on a free loopback port in a temp dir, for the shared-state tests.
+
+Missing binary means a failed test, never a skipped one: `.ci/run` installs Debian's
+redis-server, and the shared-state tests are part of the suite.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+
+class RedisServer:
+    """One server that tests can stop and start again on the same port."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+        self.binary = binary
+        self.directory = directory
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(self.directory),
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while self.command(b"PING") != b"+PONG":
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self, save: bool = False) -> None:
+        """Stop; the data survives into the next `start` only with `save` (like an AOF would)."""
+        if save:
+            assert self.command(b"SAVE") == b"+OK"
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+        if not save:
+            (self.directory / "dump.rdb").unlink(missing_ok=True)
+
+    def restart(self, keep_data: bool = False) -> None:
+        self.stop(save=keep_data)
+        self.start()
+
+    def command(self, *parts: bytes) -> bytes | None:
+        """Send one command in RESP; the first line of the reply, or None if unreachable."""
+        payload = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(payload)
+                return s.recv(65536).split(b"\r\n", 1)[0]
+        except OSError:
+            return None
+
+
+def running_redis(directory: Path) -> Iterator[RedisServer]:
+    """Body of a fixture: a started server, stopped at the end."""
+    server = RedisServer(directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
