@@ -21,7 +21,8 @@ from proxy.policy import Policy
 from proxy.request_body import parse_chat_body, read_body
 from proxy.services import Services
 from proxy.sse import StreamTap, error_event
-from proxy.summaries import Lookup, SummaryTarget
+from proxy.summaries import Lookup
+from proxy.summary_calls import SummaryTarget
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 

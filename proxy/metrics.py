@@ -135,6 +135,12 @@ class Metrics:
             ("backend",),
             registry=r,
         )
+        self.shared_quota = Gauge(
+            p + "shared_quota_tokens",
+            "Tokens the whole fleet used, as last read from the shared state.",
+            ("team", "period"),
+            registry=r,
+        )
         self.passthrough = Counter(
             p + "passthrough_requests",
             "Other /v1 requests forwarded unchanged.",
@@ -235,6 +241,11 @@ class Metrics:
         self.shared_state_up.labels(backend).set(1 if up else 0)
         if unsent is not None:
             self.shared_state_unsent.labels(backend).set(unsent)
+
+    def set_shared_quota(self, team: str, day: int, month: int) -> None:
+        """The fleet-wide totals of `team` for the current day and month."""
+        self.shared_quota.labels(team, "day").set(day)
+        self.shared_quota.labels(team, "month").set(month)
 
     def shared_state_failed(self, backend: str, op: str) -> None:
         """One failed shared-state operation ("sync", "summary", "lock")."""

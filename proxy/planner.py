@@ -97,9 +97,15 @@ class Planner:
         choices: list[Choice] = []
         unit_choice: dict[int, int] = {}
         optional_keys = {it.key for it in optional}
+        messages = layout.messages
         for u, unit in enumerate(layout.units):
-            keys = tuple(layout.messages[i].base for i in unit)
-            if all(k in optional_keys for k in keys):  # else required, or deduped
+            if len(unit) == 1:
+                keys: tuple[int, ...] = (messages[unit[0]].base,)
+                wanted = keys[0] in optional_keys
+            else:
+                keys = tuple(messages[i].base for i in unit)
+                wanted = all(k in optional_keys for k in keys)
+            if wanted:  # else required, or deduped
                 unit_choice[u] = len(choices)
                 choices.append(self._choice(keys, None))
         for it in optional:
@@ -267,6 +273,9 @@ class Planner:
             if it.kind is not Kind.OPAQUE and it.text
         ]
         cuts = cut_required(sizes, excess, self.marker)
+        problem = f"required parts over the budget by {excess:,} tokens: cut, current turn last"
+        if problem not in self.layout.problems:
+            self.layout.problems.append(problem)
         decisions: dict[int, Decision] = {}
         for it in self.items:
             if not it.required:

@@ -15,27 +15,18 @@ from proxy.budget import compute_budget
 from proxy.budget_note import budget_note, note_cost
 from proxy.costs import count_message, measure, overhead, well_shaped
 from proxy.errors import ContextLengthExceeded
-from proxy.items import Action, Decision, Item, Kind, Layout
+from proxy.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
+from proxy.items import Action, Decision, Layout
 from proxy.plan_report import PlanReport, build_report
 from proxy.planner import Plan, Planner
 from proxy.policy import Policy
 from proxy.sections import build_layout
-from proxy.tag_fields import section_policy
 from proxy.trim import apply, with_note
-from proxy.types import Body, Section, Tokenizer
+from proxy.types import Body, Tokenizer
 
-SUMMARY_PREFIX = "[Summary of earlier conversation]\n"
 _ATTEMPTS = 8
 
-
-@dataclass(frozen=True, slots=True)
-class ExtraSummary:
-    """A proxy-made summary of messages[start:end], offered in place of what it covers."""
-
-    start: int
-    end: int
-    text: str
-    key: str = ""  # the summary cache's key, echoed in the report's reason
+__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request"]
 
 
 @dataclass
@@ -125,7 +116,7 @@ def plan_request(
             )
     else:
         known = []
-    layout = build_layout(messages, policy)
+    layout = build_layout(messages, policy, checked=bool(known))
     full = measure(layout, tokenizer, known)
     stripped = [ml.stripped for ml in layout.messages]
     fixed = overhead(tokenizer, body, stripped)
@@ -145,8 +136,24 @@ def plan_request(
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
-        _add_summaries(layout, extra_summaries, tokenizer, policy)
-        plan, out = _fit(layout, policy, tokenizer, body, budget, context_window, fixed, note, full)
+        add_summaries(layout, extra_summaries, tokenizer, policy)
+        result = None
+        if note:
+            try:
+                result = _fit(
+                    layout, policy, tokenizer, body, budget, context_window, fixed, True, full
+                )
+            except ContextLengthExceeded:
+                result = None
+            if result is None or _count(tokenizer, body, result[1], layout, full) > budget:
+                result = None
+                note = False  # the note is a courtesy: never why a request fails or overflows
+                layout.problems.append("no room for the context budget note")
+        if result is None:
+            result = _fit(
+                layout, policy, tokenizer, body, budget, context_window, fixed, False, full
+            )
+        plan, out = result
         decisions = plan.decisions
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
@@ -264,31 +271,3 @@ def _fit(
             )
     layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
     return plan, out
-
-
-def _add_summaries(
-    layout: Layout, extra: Sequence[ExtraSummary], tokenizer: Tokenizer, policy: Policy
-) -> None:
-    """Proxy-made summaries become optional items standing in for the spans they cover."""
-    section = Section.CONVERSATION_SUMMARY
-    priority = section_policy(policy, section).priority
-    for s in extra:
-        if not (0 <= s.start < s.end <= layout.current_start) or not s.text:
-            continue
-        message = {"role": "system", "content": SUMMARY_PREFIX + s.text}
-        key = len(layout.items)
-        item = Item(
-            key,
-            s.start,
-            "system",
-            Kind.SUMMARY,
-            section,
-            priority,
-            message["content"],
-            "proxy summary",
-            id=s.key or None,
-        )
-        item.cost = tokenizer.count_message(message)
-        layout.items.append(item)
-        layout.extra[key] = message
-        layout.spans[key] = (s.start, s.end)

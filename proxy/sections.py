@@ -33,8 +33,9 @@ def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> Tag:
 
 
 class _Builder:
-    def __init__(self, messages: Sequence[Any], policy: Policy) -> None:
+    def __init__(self, messages: Sequence[Any], policy: Policy, checked: bool) -> None:
         self.policy = policy
+        self.checked = checked
         self.shape = shape(messages)
         self.layout = Layout([], [], self.shape.units, self.shape.current_start)
 
@@ -109,7 +110,7 @@ class _Builder:
                 type(content) is str
                 and role in _PLAIN_ROLES
                 and "<context" not in content
-                and well_shaped(message)
+                and (self.checked or well_shaped(message))
             ):
                 self.plain(i, message, content, role)
                 return
@@ -212,9 +213,11 @@ def _with_texts(message: dict[str, Any], texts: Mapping[int | None, str]) -> dic
     return out
 
 
-def build_layout(messages: Sequence[Any], policy: Policy) -> Layout:
-    """Every message cut into tagged items; a tool group takes one section and priority."""
-    builder = _Builder(messages, policy)
+def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = False) -> Layout:
+    """Every message cut into tagged items; a tool group takes one section and priority.
+
+    `checked`: every message is already known to be well shaped (saves a second look)."""
+    builder = _Builder(messages, policy, checked)
     for i, message in enumerate(messages):
         builder.message(i, message)
     layout = builder.layout

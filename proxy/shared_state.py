@@ -25,12 +25,14 @@ from redis.asyncio import Redis
 from proxy.metrics import Metrics
 from proxy.quotas import QuotaBook
 from proxy.redis_store import FAILURES, Health, RedisSummaryStore, connect
+from proxy.summary_store import SummaryStore, open_store
 
 log = logging.getLogger("context_proxy.shared_state")
 
 SYNC_INTERVAL_S = 0.5
 PERIOD_MARGIN = timedelta(days=2)  # counters outlive their period, for late records and skew
 MARKER_TTL_S = 7 * 24 * 3600
+FINAL_SYNC_S = 3.0  # at shutdown
 PREFIX = "cp:quota:"
 
 # One atomic step per sync. KEYS: [1] this replica's last applied batch number, [2] the set
@@ -138,6 +140,12 @@ class SharedState:
     def summary_store(self) -> RedisSummaryStore:
         return self._summaries
 
+    async def open_summary_store(self, url: str | None) -> SummaryStore:
+        """A Summarizer's `store_opener`: the shared store, unless a policy names its own."""
+        if url is None:
+            return self._summaries
+        return await open_store(url)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Sync every `interval_s` until `stop` is set."""
         while not stop.is_set():
@@ -146,8 +154,9 @@ class SharedState:
             await self.sync()
 
     async def aclose(self) -> None:
-        """Hand over what is still unsent (if Redis answers), then close the pool."""
-        await self.sync()
+        """Hand over what is still unsent (if Redis answers soon), then close the pool."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.sync(), FINAL_SYNC_S)  # an unreachable host: give up
         await self.client.aclose()
 
     async def sync(self) -> bool:
@@ -211,7 +220,9 @@ class SharedState:
             totals.update({k: int(v or 0) for k, v in zip(more, values, strict=True)})
         for team in sorted(known.union(others)):
             day_total = totals.get(day_key(team, today), 0)
-            self.quotas.install(team, today, day_total, totals.get(month_key(team, month), 0))
+            month_total = totals.get(month_key(team, month), 0)
+            self.quotas.install(team, today, day_total, month_total)
+            self.health.metrics.set_shared_quota(team, day_total, month_total)
         return retried and self.quotas.unsent() > 0
 
 

@@ -26,8 +26,6 @@ from proxy.types import Tokenizer
 from proxy.upstream import Upstream
 from proxy.usage import UsageLog
 
-__all__ = ["Lookup", "Summarizer", "SummaryTarget"]
-
 log = logging.getLogger("context_proxy.summaries")
 
 CACHE_SIZE = 2048  # summaries held in memory (each at most `max_tokens`)
@@ -81,8 +79,6 @@ class Summarizer:
         self._stores: dict[str, SummaryStore] = {}
         self._store_down: dict[str, float] = {}  # url -> do not try to open before
         self._opening = asyncio.Lock()
-
-    # -- the request path ------------------------------------------------------------------
 
     async def lookup(self, policy: Policy, body: dict[str, Any]) -> Lookup:
         """Cached summaries of this request's older spans; never raises, never waits on a
@@ -147,8 +143,6 @@ class Summarizer:
             return
         spawn(self._consider(lookup, outcome, target, tokenizer, spawn))
 
-    # -- the background --------------------------------------------------------------------
-
     async def _consider(
         self,
         lookup: Lookup,
@@ -197,11 +191,7 @@ class Summarizer:
         team = lookup.policy.team
         try:
             async with self._gate(team, lookup.policy.summaries.concurrency):
-                self.stats["running"] += 1
-                try:
-                    await self._make(lookup, span, target, tokenizer)
-                finally:
-                    self.stats["running"] -= 1
+                await self._make(lookup, span, target, tokenizer)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -258,8 +248,6 @@ class Summarizer:
                 await store.unlock(key)
         finally:
             self.spend.settle(policy.team, estimate, spent)
-
-    # -- memory and stores -----------------------------------------------------------------
 
     def _remember(self, key: str, text: str) -> None:
         self._cache[key] = text

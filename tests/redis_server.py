@@ -35,15 +35,12 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        options = {"port": str(self.port), "bind": "127.0.0.1", "save": "", "appendonly": "no"}
+        argv = [self.binary, "--dir", str(self.directory)]
+        for name, value in options.items():
+            argv += ["--" + name, value]
         self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.directory),
-            ],  # fmt: skip
+            argv,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

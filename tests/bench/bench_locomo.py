@@ -1,6 +1,7 @@
 """Trim-quality benchmark: how much of LoCoMo's evidence survives trimming to a budget.
 
 Usage: python tests/bench/bench_locomo.py [PATH/locomo10.json] [--limit N] [--seed S]
+       [--no-summaries]
 
 Each LoCoMo conversation becomes a chat-completion request (one message per turn,
 speaker_a as user, speaker_b as assistant) and each annotated question (categories 1-4)
@@ -8,6 +9,15 @@ its last user message. For each budget, each method trims the request; we count 
 evidence turns still present (matched by content: evidence turns are unique in LoCoMo,
 and the matcher checks it) and the requests whose prompt fits the budget.
 The data (CC BY-NC 4.0) is read in place and never copied into the project.
+
+Summary mode (the "+sum" methods): the planner also gets proxy summaries, as if every
+older span had been summarized on an earlier turn (the steady state of a long chat), and
+an evidence turn counts as *covered* when it was dropped but a kept summary covers its
+span. No LLM is called: "+sum session" uses LoCoMo's own `session_summary` texts, one
+span per session; "+sum extract" uses the proxy's own spans (`chunk_turns` turns) with an
+extractive stand-in summary (each message's first sentence, cut to a fifth of the span's
+tokens). `recall` is the share of a covered evidence turn's content words found in the
+summary that covers it: a rough check of whether the summary kept the fact.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ class Conversation:
     messages: list[dict[str, Any]]  # the turns, oldest first
     turn_of: dict[str, int]  # dia_id -> index
     by_content: dict[str, int] = field(default_factory=dict)
+    sessions: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, summary
 
 
 def load(path: Path) -> tuple[list[Conversation], list[Case], int]:
@@ -69,14 +80,19 @@ def load(path: Path) -> tuple[list[Conversation], list[Case], int]:
         )
         messages: list[dict[str, Any]] = []
         turn_of: dict[str, int] = {}
+        bounds: list[tuple[int, int, str]] = []
         for key in sessions:
+            first = len(messages)
             for turn in c[key]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares a photo: {turn['blip_caption']}]"
                 turn_of[turn["dia_id"]] = len(messages)
                 messages.append({"role": role[turn["speaker"]], "content": text})
-        conv = Conversation(messages, turn_of)
+            summary = (sample.get("session_summary") or {}).get(f"{key}_summary")
+            if isinstance(summary, str) and summary and len(messages) > first:
+                bounds.append((first, len(messages), summary))
+        conv = Conversation(messages, turn_of, sessions=bounds)
         counts: dict[str, int] = {}
         for i, m in enumerate(messages):
             counts[m["content"]] = counts.get(m["content"], 0) + 1
@@ -123,9 +139,19 @@ def tokenizer() -> Any:
 
 
 Method = Callable[[Conversation, Case, int], list[dict[str, Any]] | None]
+# Per conversation: (forwarded summary message text, first and end turn index it covers).
+Covers = dict[int, list[tuple[str, int, int]]]
+_WORD = re.compile(r"[a-z0-9']{4,}")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
-def make_methods(tok: Any, costs: list[list[int]], keep_recent: int) -> dict[str, Method]:
+def make_methods(
+    tok: Any,
+    costs: list[list[int]],
+    keep_recent: int,
+    convs: Sequence[Conversation],
+    covers: Covers,
+) -> dict[str, Method]:
     system = {"role": "system", "content": SYSTEM}
 
     def fixed(case: Case) -> int:
@@ -148,6 +174,8 @@ def make_methods(tok: Any, costs: list[list[int]], keep_recent: int) -> dict[str
     if planner is not None:
         methods["planner bm25"] = planner("bm25")
         methods["planner off"] = planner("off")
+    if covers is not None:
+        methods.update(summary_methods(tok, system, convs, covers))
     methods["keep-newest"] = by_index(keep_newest)
     methods["middle-out"] = by_index(middle_out)
 
@@ -191,14 +219,105 @@ def planner_method(tok: Any, system: dict[str, Any]) -> Callable[[str], Method] 
     return make
 
 
+def extractive(messages: Sequence[dict[str, Any]], tok: Any) -> str:
+    """A stand-in summary: each message's first sentence, cut to a fifth of the span."""
+    text = " ".join(_SENTENCE_END.split(m["content"], maxsplit=1)[0] for m in messages)
+    limit = max(32, sum(tok.count_message(m) for m in messages) // 5)
+    return str(tok.truncate_text(text, limit))
+
+
+def summary_methods(
+    tok: Any, system: dict[str, Any], convs: Sequence[Conversation], covers: Covers
+) -> dict[str, Method]:
+    """The planner (bm25) with proxy summaries of every older span on offer; fills `covers`."""
+    try:
+        from proxy.planning import SUMMARY_PREFIX, ExtraSummary, plan_request
+        from proxy.policy import BudgetPolicy, ModelPolicy, Policy, SummaryPolicy
+        from proxy.summary_spans import chunk_spans, settings_tag
+    except ImportError:
+        return {}
+    chunk = SummaryPolicy().chunk_turns
+    offers: dict[str, list[list[Any]]] = {"session": [], "extract": []}
+    for ci, conv in enumerate(convs):
+        # Message i of the conversation is message i + 1 of the request (after the system one).
+        session = [ExtraSummary(a + 1, b + 1, text, f"s{a}") for a, b, text in conv.sessions]
+        body = [system, *conv.messages, {"role": "user", "content": "?"}]
+        spans = chunk_spans(body, chunk, settings_tag(MODEL, SummaryPolicy().max_tokens))
+        extract = [
+            ExtraSummary(sp.start, sp.end, extractive(body[sp.start : sp.end], tok), sp.key)
+            for sp in spans
+        ]
+        for name, extras in (("session", session), ("extract", extract)):
+            offers[name].append(extras)
+            covers.setdefault(ci, []).extend(
+                (SUMMARY_PREFIX + e.text, e.start - 1, e.end - 1) for e in extras
+            )
+
+    def make(name: str) -> Method:
+        def run(conv: Conversation, case: Case, budget: int) -> list[dict[str, Any]]:
+            policy = Policy(
+                budget=BudgetPolicy(ratio=1.0, reserve_output=False),
+                models={MODEL: ModelPolicy(context_window=budget)},
+            )
+            question = {"role": "user", "content": case.question}
+            body = {"model": MODEL, "messages": [system, *conv.messages, question]}
+            extra = offers[name][case.conv]
+            return list(
+                plan_request(body, policy, tok, budget, extra_summaries=extra).body["messages"]
+            )
+
+        return run
+
+    return {"planner+sum session": make("session"), "planner+sum extract": make("extract")}
+
+
+def covered(
+    conv: Conversation,
+    cases_conv: int,
+    out: Sequence[dict[str, Any]],
+    present: set[Any],
+    evidence: Sequence[int],
+    covers: Covers,
+) -> tuple[int, list[float]]:
+    """Evidence turns dropped but covered by a kept summary, and each one's word recall."""
+    kept: list[tuple[str, int, int]] = []
+    for m in out:
+        content = m.get("content")
+        if m.get("role") != "system" or not isinstance(content, str):
+            continue
+        cut = content.removesuffix("\n[…truncated]")
+        for text, start, end in covers.get(cases_conv, ()):
+            if text.startswith(cut) and len(cut) > 40:  # a truncated summary still covers
+                kept.append((cut, start, end))
+                break
+    hits, recalls = 0, []
+    for i in evidence:
+        if i in present:
+            continue
+        summary = next((t for t, a, b in kept if a <= i < b), None)
+        if summary is None:
+            continue
+        hits += 1
+        said = conv.messages[i]["content"].split(":", 1)[-1].lower()
+        words = set(_WORD.findall(said))
+        found = set(_WORD.findall(summary.lower()))
+        recalls.append(len(words & found) / len(words) if words else 0.0)
+    return hits, recalls
+
+
 def evaluate(
-    convs: Sequence[Conversation], cases: Sequence[Case], methods: dict[str, Method], tok: Any
+    convs: Sequence[Conversation],
+    cases: Sequence[Case],
+    methods: dict[str, Method],
+    tok: Any,
+    covers: Covers | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, method in methods.items():
         results[name] = {}
         for budget in BUDGETS:
-            kept_ev = total_ev = fits = all_kept = 0
+            kept_ev = total_ev = fits = all_kept = cov_ev = 0
+            recalls: list[float] = []
             by_cat: dict[int, list[int]] = {}
             start = time.perf_counter()
             for case in cases:
@@ -207,6 +326,10 @@ def evaluate(
                 present = {conv.by_content.get(m.get("content")) for m in out}  # type: ignore[arg-type]
                 hit = sum(i in present for i in case.evidence)
                 kept_ev += hit
+                if covers:
+                    n, r = covered(conv, case.conv, out, present, case.evidence, covers)
+                    cov_ev += n
+                    recalls += r
                 cat = by_cat.setdefault(case.category, [0, 0])
                 cat[0] += hit
                 cat[1] += len(case.evidence)
@@ -218,6 +341,9 @@ def evaluate(
                 fits += tokens <= budget
             results[name][str(budget)] = {
                 "evidence_kept": kept_ev / total_ev,
+                "evidence_covered": cov_ev / total_ev,
+                "evidence_kept_or_covered": (kept_ev + cov_ev) / total_ev,
+                "covered_word_recall": sum(recalls) / len(recalls) if recalls else None,
                 "questions_all_evidence": all_kept / len(cases),
                 "within_budget": fits / len(cases),
                 "ms_per_request": 1000 * (time.perf_counter() - start) / len(cases),
@@ -235,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep-recent", type=int, default=6)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--no-summaries", action="store_true", help="skip the +sum methods")
     args = ap.parse_args(argv)
     convs, cases, unmatched = load(args.path.resolve())
     if args.limit and args.limit < len(cases):
@@ -247,17 +374,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"questions, {sum(len(c.evidence) for c in cases)} evidence turns "
         f"({unmatched} evidence ids unmatched)"
     )
-    results = evaluate(convs, cases, make_methods(tok, costs, args.keep_recent), tok)
-    header = "method".ljust(16) + "".join(
-        f"{'ev@' + str(b // 1000) + 'k':>9}{'fit':>6}" for b in BUDGETS
+    covers: Covers = {}
+    methods = make_methods(
+        tok,
+        costs,
+        args.keep_recent,
+        convs,
+        None if args.no_summaries else covers,  # type: ignore[arg-type]
+    )
+    results = evaluate(convs, cases, methods, tok, covers)
+    header = "method".ljust(20) + "".join(
+        f"{'ev@' + str(b // 1000) + 'k':>9}{'+cov':>7}{'recall':>7}{'fit':>6}" for b in BUDGETS
     )
     print(header)
     for name, row in results.items():
-        cells = "".join(
-            f"{row[str(b)]['evidence_kept']:>9.3f}{row[str(b)]['within_budget']:>6.2f}"
-            for b in BUDGETS
-        )
-        print(name.ljust(16) + cells)
+        cells = ""
+        for b in BUDGETS:
+            r = row[str(b)]
+            recall = r["covered_word_recall"]
+            cells += f"{r['evidence_kept']:>9.3f}{r['evidence_covered']:>7.3f}"
+            cells += f"{recall:>7.2f}" if recall is not None else f"{'-':>7}"
+            cells += f"{r['within_budget']:>6.2f}"
+        print(name.ljust(20) + cells)
+    print("ev: evidence turns kept verbatim; +cov: dropped but covered by a kept summary;")
+    print("recall: share of a covered turn's content words in its summary")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"questions": len(cases), "limit": args.limit, "seed": args.seed, "budgets": BUDGETS}
     args.out.write_bytes(

@@ -91,7 +91,7 @@ def conversation(messages: int = 600, seed: int = 1) -> list[dict[str, Any]]:
         else:
             role = "user" if len(msgs) % 2 else "assistant"
             msgs.append(
-                {"role": role, "content": " ".join(rng.choices(WORDS, k=rng.randint(100, 260)))}
+                {"role": role, "content": " ".join(rng.choices(WORDS, k=rng.randint(117, 303)))}
             )
     msgs.append({"role": "user", "content": "Which webhook secret does the staging deploy use?"})
     return msgs
