@@ -33,6 +33,7 @@ import logging
 import math
 import threading
 from pathlib import Path
+from typing import Any
 
 import orjson
 

@@ -51,7 +51,7 @@ def main_table(report: dict[str, Any]) -> list[str]:
             for key in ("p50_ms", "p99_ms"):
                 added = one[key] - base1[key]
                 cells.append(
-                    f"{one[key]:.2f} ms" + ("" if target is direct else f" (+{added:.2f})")
+                    f"{one[key]:.2f} ms" + ("" if target is direct else f" ({added:+.2f})")
                 )
             for conns in ("16", "64"):
                 run, base = _run(target, mode, conns), _run(direct, mode, conns)
