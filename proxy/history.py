@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.relevance import score_history
+from proxy.relevance import TermIndex, score_history
 
 
 def keep_order(
@@ -13,19 +13,21 @@ def keep_order(
     query: str | None,
     context: str = "",
     neighbors: int = 0,
+    index: TermIndex | None = None,
 ) -> list[int]:
     """The rank of each older-history choice in its keep order (0 is kept first).
 
-    With a `query` (the current turn; `context`, the newest turns, weighs less), the highest BM25 score first (ties: the newer first), each followed by
-    up to `neighbors` turns on either side of it; turns that share nothing with the query
-    follow, newest first. Without a query (relevance off), newest first.
+    With a `query` (the current turn; `context`, the newest turns, weighs less): the
+    highest BM25 score first (ties: the newer first), each followed by up to `neighbors`
+    turns on either side of it; turns that share nothing with the query follow, newest
+    first. Without a query (relevance off): newest first.
     """
     n = len(texts)
     newest_first = sorted(range(n), key=lambda i: -positions[i])
     if query is None or n == 0:
         sequence = newest_first
     else:
-        scores = score_history(query, texts, context=context)
+        scores = score_history(query, texts, context=context, index=index)
         by_position = sorted(range(n), key=lambda i: positions[i])
         slot = {c: k for k, c in enumerate(by_position)}
         seen: set[int] = set()

@@ -15,6 +15,7 @@ from proxy.clusters import Substitution, settle
 from proxy.dedupe import dedupe
 from proxy.errors import ContextLengthExceeded
 from proxy.history import keep_order
+from proxy.relevance import TermIndex
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.policy import Policy
 from proxy.tag_fields import section_policy
@@ -32,9 +33,16 @@ class Plan:
 
 class Planner:
     def __init__(
-        self, layout: Layout, policy: Policy, tokenizer: Tokenizer, window: int | None
+        self,
+        layout: Layout,
+        policy: Policy,
+        tokenizer: Tokenizer,
+        window: int | None,
+        terms: TermIndex | None = None,
     ) -> None:
         self.layout = layout
+        self.terms = terms if terms is not None else TermIndex()  # shared by re-plans
+        self._ranks: dict[tuple[tuple[str, ...], tuple[int, ...]], list[int]] = {}
         self.items = layout.items
         self.policy = policy
         self.tokenizer = tokenizer
@@ -166,8 +174,12 @@ class Planner:
             return choices
         texts = [" ".join(self.text_of(k) for k in choices[c].items) for c in older]
         positions = [self.items[choices[c].items[0]].msg for c in older]
-        query, context = self._query()
-        rank = keep_order(texts, positions, query, context, history.neighbors)
+        memo_key = (tuple(texts), tuple(positions))
+        rank = self._ranks.get(memo_key)
+        if rank is None:  # re-plans of the same request reuse the order
+            query, context = self._query()
+            rank = keep_order(texts, positions, query, context, history.neighbors, self.terms)
+            self._ranks[memo_key] = rank
         for c, r in zip(older, rank, strict=True):
             choices[c].order = (float(r),)
             choices[c].contiguous = False

@@ -20,6 +20,7 @@ from proxy.items import Action, Decision, Layout
 from proxy.plan_report import PlanReport, build_report
 from proxy.planner import Plan, Planner
 from proxy.policy import Policy
+from proxy.relevance import TermIndex
 from proxy.sections import build_layout
 from proxy.trim import apply, with_note
 from proxy.types import Body, Tokenizer
@@ -86,9 +87,11 @@ def plan_request(
     context_window: int | None,
     *,
     extra_summaries: Sequence[ExtraSummary] = (),
+    terms: TermIndex | None = None,
 ) -> PlanOutcome:
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
-    required parts alone exceed the budget and the policy says reject."""
+    required parts alone exceed the budget and the policy says reject. `terms` keeps the
+    history's words between requests (relevance scoring); without it nothing is kept."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
@@ -141,7 +144,16 @@ def plan_request(
         if note:
             try:
                 result = _fit(
-                    layout, policy, tokenizer, body, budget, context_window, fixed, True, full
+                    layout,
+                    policy,
+                    tokenizer,
+                    body,
+                    budget,
+                    context_window,
+                    fixed,
+                    True,
+                    full,
+                    terms,
                 )
             except ContextLengthExceeded:
                 result = None
@@ -151,7 +163,7 @@ def plan_request(
                 layout.problems.append("no room for the context budget note")
         if result is None:
             result = _fit(
-                layout, policy, tokenizer, body, budget, context_window, fixed, False, full
+                layout, policy, tokenizer, body, budget, context_window, fixed, False, full, terms
             )
         plan, out = result
         decisions = plan.decisions
@@ -242,9 +254,10 @@ def _fit(
     fixed: int,
     note: bool,
     full: list[int],
+    terms: TermIndex | None,
 ) -> tuple[Plan, list[Any]]:
     """Plan, trim and re-count until the forwarded messages fit the budget."""
-    planner = Planner(layout, policy, tokenizer, window)
+    planner = Planner(layout, policy, tokenizer, window, terms)
     reserve = fixed + (
         note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
     )

@@ -17,6 +17,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from proxy.planning import plan_request
+from proxy.relevance import TermIndex
 from proxy.policy import HistoryPolicy, Policy
 from proxy.tokens import TokenCounter
 
@@ -65,7 +66,7 @@ def conversation(messages: int = 600, seed: int = 1) -> list[dict[str, Any]]:
     ]
     call = 0
     while len(msgs) < messages - 1:
-        if rng.random() < 0.15:
+        if rng.random() < 0.15 and len(msgs) < messages - 2:
             call += 1
             cid = f"call_{call}"
             msgs.append(
@@ -100,14 +101,15 @@ def conversation(messages: int = 600, seed: int = 1) -> list[dict[str, Any]]:
 def bench(label: str, body: dict[str, Any], policy: Policy, window: int, runs: int = 50) -> None:
     counter = TokenCounter()
     tokenizer = counter.for_model(body["model"], policy)
+    terms = TermIndex()  # what the server keeps between requests, like the count cache
     start = time.perf_counter()
-    first = plan_request(body, policy, tokenizer, window)
+    first = plan_request(body, policy, tokenizer, window, terms=terms)
     cold = (time.perf_counter() - start) * 1000
     times = []
     for _ in range(runs):
         fresh = {**body, "messages": [dict(m) for m in body["messages"]]}  # a new request's objects
         start = time.perf_counter()
-        plan_request(fresh, policy, tokenizer, window)
+        plan_request(fresh, policy, tokenizer, window, terms=terms)
         times.append((time.perf_counter() - start) * 1000)
     times.sort()
     print(
