@@ -15,9 +15,9 @@ from proxy.clusters import Substitution, settle
 from proxy.dedupe import dedupe
 from proxy.errors import ContextLengthExceeded
 from proxy.history import keep_order
-from proxy.relevance import TermIndex
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.policy import Policy
+from proxy.relevance import TermIndex
 from proxy.tag_fields import section_policy
 from proxy.types import Overflow, Priority, Section, Strategy, Tokenizer
 

@@ -17,8 +17,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from proxy.planning import plan_request
-from proxy.relevance import TermIndex
 from proxy.policy import HistoryPolicy, Policy
+from proxy.relevance import TermIndex
 from proxy.tokens import TokenCounter
 
 WORDS = [
