@@ -125,9 +125,17 @@ async def plan(
     extra: list[ExtraSummary] = cached.found if cached is not None else []
     if size > PLAN_IN_THREAD_BYTES:
         return await asyncio.to_thread(
-            plan_request, body, policy, tokenizer, window, extra_summaries=extra
+            plan_request,
+            body,
+            policy,
+            tokenizer,
+            window,
+            extra_summaries=extra,
+            terms=services.terms,
         )
-    return plan_request(body, policy, tokenizer, window, extra_summaries=extra)
+    return plan_request(
+        body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
+    )
 
 
 def forwarded_payload(

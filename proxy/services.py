@@ -14,8 +14,11 @@ from typing import Any
 from proxy.metrics import Metrics
 from proxy.policy_store import PolicyStore
 from proxy.quotas import QuotaBook
+from proxy.relevance import TermIndex
 from proxy.settings import Settings
+from proxy.shared_state import SharedState
 from proxy.summaries import Summarizer
+from proxy.summary_store import open_store
 from proxy.tokens import TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import ThresholdWatch, UsageLog
@@ -36,6 +39,8 @@ class Services:
     thresholds: ThresholdWatch
     metrics: Metrics
     summaries: Summarizer
+    shared: SharedState | None = None  # with --state: quotas and summaries in Redis
+    terms: TermIndex = field(default_factory=TermIndex)  # history words, for relevance
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -51,7 +56,15 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     """Open the upstream pool, load policies, start the usage writer; undo it all on exit."""
     policies = PolicyStore.load(settings.policies)
     quotas = QuotaBook()
-    if settings.usage_log != "-":
+    metrics = Metrics()
+    shared: SharedState | None = None
+    if settings.state:
+        # Redis holds every replica's counts; the log (this replica's share) is read only
+        # when Redis cannot be reached at start.
+        shared = await SharedState.open(
+            settings.state, quotas, metrics, usage_log=settings.usage_log
+        )
+    elif settings.usage_log != "-":
         # Rebuilt from the log so a restart forgets no quota spending.
         await asyncio.to_thread(quotas.rebuild, settings.usage_log)
     usage = UsageLog(settings.usage_log)
@@ -66,11 +79,19 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         usage=usage,
         quotas=quotas,
         thresholds=ThresholdWatch(),
-        metrics=Metrics(),
+        metrics=metrics,
         # Stores open on first use: a policy with summaries off never creates a file.
-        summaries=Summarizer(upstream, usage, quotas),
+        summaries=Summarizer(
+            upstream,
+            usage,
+            quotas,
+            store_opener=shared.open_summary_store if shared else open_store,
+        ),
+        shared=shared,
     )
     stop = asyncio.Event()
+    if shared is not None:
+        services.spawn(shared.run(stop))
     if settings.watch_policies:
         services.spawn(policies.watch(stop))
     loop = asyncio.get_running_loop()
@@ -86,5 +107,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             task.cancel()
         await asyncio.gather(*services.tasks, return_exceptions=True)
         await services.summaries.aclose()
+        if shared is not None:
+            await shared.aclose()  # hands the last unsent quota tokens to Redis
         await services.upstream.close()
         await usage.aclose()
