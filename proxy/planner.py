@@ -31,6 +31,9 @@ class Plan:
     allocated: dict[Section, int]  # what each section was granted, required items included
 
 
+_RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
+
+
 class Planner:
     def __init__(
         self,
@@ -118,7 +121,12 @@ class Planner:
                 choices.append(self._choice(keys, None))
         for it in optional:
             if it.kind is Kind.SUMMARY:
-                choices.append(self._choice((it.key,), None))
+                choice = self._choice((it.key,), None)
+                # A proxy-made summary lives on its section's reservation only: leftover
+                # budget goes to the real turns first (relevance picks them far better
+                # than a summary covers them: on LoCoMo, 0.72 vs 0.64 of evidence at 2k).
+                choice.rank = _RESERVATION_ONLY
+                choices.append(choice)
             elif it.kind in (Kind.BLOCK, Kind.HEADING):
                 ml = layout.messages[it.msg]
                 choices.append(
