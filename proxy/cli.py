@@ -120,6 +120,8 @@ def serve_command(args: argparse.Namespace) -> int:
         log_config=None,
         timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
         server_header=False,
+        # X-Forwarded-* rewriting is a per-request middleware the proxy has no use for.
+        proxy_headers=False,
     )
     return 0
 

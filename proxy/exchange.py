@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-import uuid
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def new_request_id() -> str:
-    return "req_" + uuid.uuid4().hex
+    # 96 random bits: unique enough for logs, and cheaper than formatting a UUID.
+    return "req_" + os.urandom(12).hex()
 
 
 @dataclass(slots=True)

@@ -236,7 +236,7 @@ async def relay_stream(
         ex.upstream_ended = time.perf_counter()
         ex.take_usage(tap.usage)
         if not ex.usage_from_upstream:
-            ex.estimated_completion = tokenizer.count_text("".join(tap.text))
+            ex.estimated_completion = tokenizer.count_text(tap.text())
         ex.finish(services, status, error)
 
 

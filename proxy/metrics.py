@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -46,6 +46,28 @@ def route_group(path: str) -> str:
     if parts and parts[0] == "v1":
         parts = parts[1:]
     return parts[0] if parts and parts[0] in ROUTE_GROUPS else OTHER
+
+
+# Positions in `Metrics._per_model`.
+_PROMPT, _COMPLETION, _REMOVED, _TRIMMED, _UTILIZATION, _LATENCY, _UPSTREAM, _OVERHEAD = range(8)
+
+
+class _Children:
+    """One (team, model)'s labelled metrics, each made on first use (an unused one must
+    not show up as an empty series)."""
+
+    __slots__ = ("_labels", "_made", "_metrics")
+
+    def __init__(self, metrics: tuple[Any, ...], labels: tuple[str, str]) -> None:
+        self._metrics = metrics
+        self._labels = labels
+        self._made: list[Any] = [None] * len(metrics)
+
+    def get(self, index: int) -> Any:
+        child = self._made[index]
+        if child is None:
+            child = self._made[index] = self._metrics[index].labels(*self._labels)
+        return child
 
 
 class Metrics:
@@ -155,6 +177,19 @@ class Metrics:
             registry=r,
         )
 
+        self._per_model = (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.tokens_removed,
+            self.trimmed,
+            self.utilization,
+            self.latency,
+            self.upstream_latency,
+            self.overhead,
+        )
+        self._children: dict[tuple[str, str], _Children] = {}
+        self._request_children: dict[tuple[str, str, int, bool], Any] = {}
+
     def model_label(self, team: str, model: str) -> str:
         """`model`, or "other" once the team has shown `max_models_per_team` distinct ones."""
         seen = self._models.setdefault(team, set())
@@ -183,24 +218,35 @@ class Metrics:
     ) -> None:
         """One finished chat-completion request (also failed or rejected ones)."""
         m = self.model_label(team, model)
-        self.requests.labels(team, m, str(status), "true" if stream else "false").inc()
+        # `.labels()` hashes and locks on every call; the children are looked up once per
+        # (team, model) instead: bounded, since models per team are capped.
+        c = self._children.get((team, m))
+        if c is None:
+            c = self._children[(team, m)] = _Children(self._per_model, (team, m))
+        key = (team, m, status, stream)
+        counter = self._request_children.get(key)
+        if counter is None:
+            counter = self._request_children[key] = self.requests.labels(
+                team, m, str(status), "true" if stream else "false"
+            )
+        counter.inc()
         if prompt_tokens > 0:
-            self.prompt_tokens.labels(team, m).inc(prompt_tokens)
+            c.get(_PROMPT).inc(prompt_tokens)
         if completion_tokens > 0:
-            self.completion_tokens.labels(team, m).inc(completion_tokens)
+            c.get(_COMPLETION).inc(completion_tokens)
         if tokens_removed > 0:
-            self.tokens_removed.labels(team, m).inc(tokens_removed)
+            c.get(_REMOVED).inc(tokens_removed)
         if trimmed:
-            self.trimmed.labels(team, m).inc()
+            c.get(_TRIMMED).inc()
         if utilization is not None:
-            self.utilization.labels(team, m).observe(utilization)
-        self.latency.labels(team, m).observe(latency_s)
+            c.get(_UTILIZATION).observe(utilization)
+        c.get(_LATENCY).observe(latency_s)
         if upstream_s is not None:
-            self.upstream_latency.labels(team, m).observe(upstream_s)
+            c.get(_UPSTREAM).observe(upstream_s)
             if overhead_s is None:
                 overhead_s = max(0.0, latency_s - upstream_s)
         if overhead_s is not None:
-            self.overhead.labels(team, m).observe(overhead_s)
+            c.get(_OVERHEAD).observe(overhead_s)
 
     def observe_record(self, record: UsageRecord) -> None:
         """`observe_request` with every figure taken from a finished usage record."""

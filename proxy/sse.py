@@ -14,15 +14,18 @@ _NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null')
 
 
 class StreamTap:
-    """Splits an SSE byte stream into events; remembers usage and the generated text."""
+    """Splits an SSE byte stream into events; remembers usage and, lazily, the text.
+
+    Only events that carry a non-null `usage` are parsed on the way; the generated text
+    is read from the kept events at the end, and only when the upstream sent no usage.
+    """
 
     def __init__(self, client_wants_usage: bool) -> None:
         self._client_wants_usage = client_wants_usage
         self._pending = b""
+        self._events: list[bytes] = []
         self.usage: dict[str, Any] | None = None
-        self.text: list[str] = []
         self.saw_done = False
-        self.events = 0
 
     def feed(self, chunk: bytes) -> bytes:
         """The complete events in `chunk` (plus what was pending) that the client should get."""
@@ -43,48 +46,64 @@ class StreamTap:
         rest, self._pending = self._pending, b""
         return self._inspect(rest) if rest.strip() else rest
 
+    def text(self) -> str:
+        """The generated text and tool-call arguments, for estimating completion tokens."""
+        parts: list[str] = []
+        for event in self._events:
+            parsed = _json_payload(event)
+            if parsed is not None:
+                _collect_text(parsed.get("choices"), parts)
+        return "".join(parts)
+
     def _inspect(self, event: bytes) -> bytes:
-        self.events += 1
-        payload = b"".join(
-            line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")
-        )
-        if not payload:
-            return event
-        if payload == b"[DONE]":
+        if b"[DONE]" in event and _payload(event) == b"[DONE]":
             self.saw_done = True
             return event
-        try:
-            parsed = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return event
-        if not isinstance(parsed, dict):
-            return event
-        usage = parsed.get("usage")
-        if isinstance(usage, dict):
-            self.usage = usage
-            if not self._client_wants_usage and not parsed.get("choices"):
-                return b""  # the usage-only chunk we asked for on our own behalf
-        self._collect_text(parsed.get("choices"))
-        if not self._client_wants_usage and b'"usage"' in event:
-            event = _NULL_USAGE.sub(b"", event)
+        if b'"usage"' in event:
+            if not self._client_wants_usage:
+                event = _NULL_USAGE.sub(b"", event)
+            if b'"usage"' in event:  # a usage object, not null
+                parsed = _json_payload(event) or {}
+                usage = parsed.get("usage")
+                if isinstance(usage, dict):
+                    self.usage = usage
+                    if not self._client_wants_usage and not parsed.get("choices"):
+                        return b""  # the usage-only chunk we asked for on our own behalf
+        self._events.append(event)
         return event
 
-    def _collect_text(self, choices: Any) -> None:
-        if not isinstance(choices, list):
-            return
-        for choice in choices:
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if not isinstance(delta, dict):
-                continue
-            content = delta.get("content")
-            if isinstance(content, str):
-                self.text.append(content)
-            for call in delta.get("tool_calls") or ():
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict):
-                    for key in ("name", "arguments"):
-                        if isinstance(function.get(key), str):
-                            self.text.append(function[key])
+
+def _payload(event: bytes) -> bytes:
+    return b"".join(line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:"))
+
+
+def _json_payload(event: bytes) -> dict[str, Any] | None:
+    payload = _payload(event)
+    if not payload or payload == b"[DONE]":
+        return None
+    try:
+        parsed = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _collect_text(choices: Any, parts: list[str]) -> None:
+    if not isinstance(choices, list):
+        return
+    for choice in choices:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        content = delta.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                for key in ("name", "arguments"):
+                    if isinstance(function.get(key), str):
+                        parts.append(function[key])
 
 
 def error_event(message: str, type_: str, code: str) -> bytes:

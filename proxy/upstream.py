@@ -118,6 +118,7 @@ class Upstream:
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self._session = session
         self._jitter = random.Random()
+        self._timeouts: dict[tuple[Timeouts, bool], aiohttp.ClientTimeout] = {}
 
     @classmethod
     def open(cls) -> Upstream:
@@ -177,11 +178,13 @@ class Upstream:
     ) -> UpstreamResponse:
         # Streams get a per-read timeout (a long answer may take minutes overall);
         # plain answers get the whole budget for headers and body.
-        timeout = aiohttp.ClientTimeout(
-            total=None if streaming else timeouts.total_s,
-            sock_connect=timeouts.connect_s,
-            sock_read=timeouts.total_s,
-        )
+        timeout = self._timeouts.get((timeouts, streaming))
+        if timeout is None:  # one per policy setting, not one per request
+            timeout = self._timeouts[(timeouts, streaming)] = aiohttp.ClientTimeout(
+                total=None if streaming else timeouts.total_s,
+                sock_connect=timeouts.connect_s,
+                sock_read=timeouts.total_s,
+            )
         try:
             response = await self._session.request(
                 method,

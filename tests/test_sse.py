@@ -43,7 +43,7 @@ def test_client_that_asked_sees_everything() -> None:
     tap = StreamTap(client_wants_usage=True)
     assert run(tap, [STREAM]) == STREAM
     assert tap.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-    assert "".join(tap.text) == "Hellof{}"
+    assert tap.text() == "Hellof{}"
     assert tap.saw_done
 
 
