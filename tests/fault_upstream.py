@@ -87,6 +87,7 @@ class FaultUpstream:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._flaky_seen = 0
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def base(self) -> str:
@@ -108,6 +109,16 @@ class FaultUpstream:
 
     def open_count(self) -> int:
         return sum(1 for c in self.conns if not c.done)
+
+    def release(self) -> None:
+        """Reset every open connection: lets a proxy that never let go shut down at once."""
+        if self._loop is not None and not self._loop.is_closed():
+
+            def abort_all() -> None:
+                for writer in list(self._writers):
+                    writer.transport.abort()
+
+            self._loop.call_soon_threadsafe(abort_all)
 
     @contextmanager
     def running(self) -> Iterator[FaultUpstream]:
@@ -139,6 +150,7 @@ class FaultUpstream:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn()
         self.conns.append(conn)
+        self._writers.add(writer)
         try:
             if await _read_request(reader, conn):
                 conn.mode = conn.headers.get("x-fault", self.mode)
@@ -153,6 +165,7 @@ class FaultUpstream:
             conn.peer_closed_at = conn.peer_closed_at or time.monotonic()
         finally:
             conn.done = True
+            self._writers.discard(writer)
             writer.close()
 
     async def _answer(

@@ -82,6 +82,7 @@ def proxy(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator[
     (policies_dir / "default.yaml").write_text("upstream: {timeout_s: 30}\n")
     with in_process(tmp_path, policies_dir, fault.url, max_body_mb=0.01) as running:
         yield running
+        fault.release()  # connections a failing test left hanging, so shutdown is quick
 
 
 def raw_request(port: int, path: str, body: bytes, mode: str, *, send_body: bool = True) -> socket.socket:

@@ -37,6 +37,7 @@ from procs import machine, post  # noqa: E402
 
 from proxy.planning import plan_request  # noqa: E402
 from proxy.policy import Policy  # noqa: E402
+from proxy.relevance import TermIndex  # noqa: E402
 from proxy.token_text import load_encoding  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 from proxy.windows import ContextWindows  # noqa: E402
@@ -90,14 +91,15 @@ def in_process(raw: bytes, text: str, repeats: int) -> dict[str, Any]:
 
     counter = TokenCounter()
     tokenizer = counter.for_model(MODEL, policy)
-    plan_request(orjson.loads(raw), policy, tokenizer, window)  # the previous turn
+    terms = TermIndex()  # kept between requests, as the server does
+    plan_request(orjson.loads(raw), policy, tokenizer, window, terms=terms)  # the previous turn
     plans, ends = [], []
     for turn in range(repeats * 3):
         nxt = next_turn(raw, turn)
         start = time.perf_counter()
         body = orjson.loads(nxt)
         planned = time.perf_counter()
-        outcome = plan_request(body, policy, tokenizer, window)
+        outcome = plan_request(body, policy, tokenizer, window, terms=terms)
         done = time.perf_counter()
         orjson.dumps(outcome.body)
         ends.append(time.perf_counter() - start)
