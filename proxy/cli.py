@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -96,11 +97,20 @@ def serve_command(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure_logging(args.log_level)
     try:
-        load_policy_dir(settings.policies)  # refuse to start on a bad set, with file:line
+        policies = load_policy_dir(settings.policies)  # refuse a bad set, with file:line
     except PolicyError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
+    if settings.workers > 1 and not settings.state:
+        quotas = any(p.quotas.daily_tokens or p.quotas.monthly_tokens for p in policies.all())
+        # Each worker process counts on its own; only --state shares counts between them.
+        logging.getLogger("context_proxy").warning(
+            "%d workers without --state: quotas%s and /metrics are per worker process; "
+            "use --state redis://... to share them",
+            settings.workers,
+            " (configured!)" if quotas else "",
+        )
     # Worker processes rebuild the settings from the environment.
     os.environ.update(settings.to_env())
     os.environ["CONTEXT_PROXY_LOG_LEVEL"] = args.log_level
