@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from proxy.errors import Forbidden, Unauthorized
@@ -56,5 +55,15 @@ def upstream_authorization(
     return f"Bearer {own_key}" if own_key else None
 
 
-def process_environment() -> Mapping[str, str]:
-    return os.environ
+# Headers some clients (Azure's SDK, Anthropic-style gateways) put credentials in.
+_CREDENTIAL_HEADERS = frozenset({"api-key", "x-api-key", "proxy-authorization"})
+
+
+def headers_not_forwarded(
+    policies: PolicySet, extra: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """Client headers the upstream must not see: `Authorization` and cookies always (auth.py
+    chooses the credentials), and in key mode every other credential header too, since a
+    client may have put its proxy key there."""
+    drop = extra | {"authorization", "cookie"}
+    return drop if policies.open_mode else drop | _CREDENTIAL_HEADERS

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 

@@ -13,7 +13,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy import responses
-from proxy.auth import require_admin, resolve_policy, upstream_authorization
+from proxy.auth import (
+    headers_not_forwarded,
+    require_admin,
+    resolve_policy,
+    upstream_authorization,
+)
+from proxy.disconnect import ClientGone, cancel_on_disconnect
 from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
 from proxy.exchange import Exchange
 from proxy.planning import ExtraSummary, PlanOutcome, plan_request
@@ -28,9 +34,8 @@ from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_head
 
 # Bodies above this are planned in a worker thread so a huge count never stalls the loop.
 PLAN_IN_THREAD_BYTES = 256 * 1024
-# Client headers that must not reach the upstream: credentials are chosen by auth.py, and the
-# proxy needs an unencoded answer to read usage from it.
-CHAT_REQUEST_DROP = frozenset({"authorization", "accept-encoding", "cookie"})
+# The proxy reads usage from the answer, so it must come unencoded.
+NEEDS_PLAIN = frozenset({"accept-encoding"})
 
 
 async def chat_completions(request: Request) -> Response:
@@ -47,7 +52,7 @@ async def chat_completions(request: Request) -> Response:
         cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
         ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw), cached)
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
-        headers = clean_headers(request.headers, CHAT_REQUEST_DROP)
+        headers = clean_headers(request.headers, headers_not_forwarded(policies, NEEDS_PLAIN))
         headers.append(("content-type", "application/json"))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
@@ -62,22 +67,27 @@ async def chat_completions(request: Request) -> Response:
                 policy.upstream.retries,
             ),
         )
-        upstream = await services.upstream.send(
-            "POST", target.url, headers, payload, target.timeouts, ex.stream
-        )
-        if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
-            summarize_later(services, cached, outcome, target, tokenizer)
-            return responses.streamed(
-                200,
-                upstream.headers,
-                relay_stream(services, ex, upstream, tokenizer, client_wants_usage),
-                ex.context_headers(),
+        async with cancel_on_disconnect(request):
+            upstream = await services.upstream.send(
+                "POST", target.url, headers, payload, target.timeouts, ex.stream
             )
-        answer = await upstream.read()
+            streamed = ex.stream and upstream.status == 200
+            if streamed and "event-stream" in upstream.content_type:
+                summarize_later(services, cached, outcome, target, tokenizer)
+                return responses.streamed(
+                    200,
+                    upstream.headers,
+                    relay_stream(services, ex, upstream, tokenizer, client_wants_usage),
+                    ex.context_headers(),
+                )
+            answer = await upstream.read()
         ex.upstream_ended = time.perf_counter()
     except ProxyError as exc:
         ex.finish(services, exc.status, exc.code or exc.type)
         return responses.error(exc, ex.context_headers())
+    except ClientGone:
+        ex.finish(services, 499, "client_disconnected")
+        return Response(status_code=499)  # nobody is listening: the closed answer is moot
     response = finish_plain(services, ex, upstream, answer, tokenizer)
     if 200 <= response.status_code < 300:
         summarize_later(services, cached, outcome, target, tokenizer)

@@ -2,58 +2,64 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import unquote
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from yarl import URL
 
-from proxy import responses
-from proxy.auth import resolve_policy, upstream_authorization
-from proxy.errors import BodyTooLarge, ProxyError
+from proxy import request_body, responses
+from proxy.auth import headers_not_forwarded, resolve_policy, upstream_authorization
+from proxy.disconnect import ClientGone, cancel_on_disconnect
+from proxy.errors import BodyTooLarge, InvalidRequest, ProxyError
 from proxy.handlers import upstream_url
 from proxy.metrics import route_group
+from proxy.request_body import too_large
 from proxy.services import Services
-from proxy.upstream import Timeouts, UpstreamBroke, clean_headers
+from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
+
+BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
 async def forward(request: Request) -> Response:
     services: Services = request.app.state.services
     started = time.perf_counter()
     path = request.url.path
+    body: BodyRelay | None = None
     try:
         policies = services.policies.current
         policy = resolve_policy(policies, request.headers)
         declared = request.headers.get("content-length")
         limit = services.settings.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BodyTooLarge(
-                f"The request body is larger than the proxy's limit of {limit // 2**20} MiB."
-            )
-        headers = clean_headers(request.headers, frozenset({"authorization", "cookie"}))
+            raise BodyTooLarge(too_large(limit))
+        headers = clean_headers(request.headers, headers_not_forwarded(policies))
         if declared is not None:
             headers.append(("content-length", declared))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
             headers.append(("authorization", auth))
-        suffix = path[len("/v1") :] if path.startswith("/v1") else path
-        url = upstream_url(services, policy, suffix)
-        if request.url.query:
-            url += "?" + request.url.query
-        has_body = request.method not in ("GET", "HEAD", "DELETE", "OPTIONS")
-        upstream = await services.upstream.send(
-            request.method,
-            url,
-            headers,
-            _body(request, limit) if has_body else None,
-            Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s),
-            streaming=True,
-        )
+        url = URL(upstream_url(services, policy, upstream_path(request)), encoded=True)
+        timeouts = Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s)
+        if request.method in BODYLESS:
+            async with cancel_on_disconnect(request):
+                upstream = await services.upstream.send(
+                    request.method, url, headers, None, timeouts, streaming=True
+                )
+        else:
+            body = BodyRelay(request, limit)
+            upstream = await body.send(services, request.method, url, headers, timeouts)
     except ProxyError as exc:
         services.metrics.observe_passthrough(
             route_group(path), exc.status, time.perf_counter() - started
         )
         return responses.error(exc)
+    except ClientGone:
+        services.metrics.observe_passthrough(route_group(path), 499, time.perf_counter() - started)
+        return Response(status_code=499)
 
     async def relay() -> AsyncIterator[bytes]:
         status = upstream.status
@@ -70,13 +76,73 @@ async def forward(request: Request) -> Response:
     return responses.streamed(upstream.status, upstream.headers, relay())
 
 
-async def _body(request: Request, limit: int) -> AsyncIterator[bytes]:
-    size = 0
-    try:
-        async for chunk in request.stream():
+def upstream_path(request: Request) -> str:
+    """The request's path after /v1, still percent-encoded as the client sent it.
+
+    The raw path is forwarded so the upstream sees exactly what the client wrote; a path
+    with a dot segment, however encoded, is refused: it could climb out of the upstream's
+    base path (`/v1/../admin`) to routes the upstream never meant to expose.
+    """
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    path = raw.decode("latin-1")
+    decoded = path
+    for _ in range(3):  # %252e%252e -> %2e%2e -> ..
+        decoded = unquote(decoded)
+    if any(segment in (".", "..") for segment in decoded.replace("\\", "/").split("/")):
+        raise InvalidRequest("The path may not contain '.' or '..' segments.", code="invalid_path")
+    suffix = path[len("/v1") :] if path.startswith("/v1") else path
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    return suffix + ("?" + query if query else "")
+
+
+class BodyRelay:
+    """Streams the client's body upstream, within the size limit and the read timeout."""
+
+    def __init__(self, request: Request, limit: int) -> None:
+        self._request = request
+        self._limit = limit
+        self.problem: ProxyError | None = None
+
+    async def send(
+        self,
+        services: Services,
+        method: str,
+        url: URL,
+        headers: list[tuple[str, str]],
+        timeouts: Timeouts,
+    ) -> UpstreamResponse:
+        try:
+            upstream = await services.upstream.send(
+                method, url, headers, self._chunks(), timeouts, streaming=True
+            )
+        except ProxyError:
+            if self.problem is not None:  # the body was refused: say why, not "unreachable"
+                raise self.problem from None
+            raise
+        if self.problem is not None:
+            upstream.close()
+            raise self.problem
+        return upstream
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        size = 0
+        stream = self._request.stream().__aiter__()
+        deadline = asyncio.get_running_loop().time() + request_body.BODY_READ_TIMEOUT_S
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    chunk = await stream.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                self.problem = InvalidRequest(
+                    "The request body was not received in time.", code="body_timeout"
+                )
+                raise
+            except ClientDisconnect:
+                return
             size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge("The request body is larger than the proxy's limit.")
+            if size > self._limit:
+                self.problem = BodyTooLarge(too_large(self._limit))
+                raise self.problem
             yield chunk
-    except ClientDisconnect:
-        return

@@ -17,7 +17,7 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     """The whole body, refusing more than `max_bytes` as early as possible."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise BodyTooLarge(_too_large(max_bytes))
+        raise BodyTooLarge(too_large(max_bytes))
     parts: list[bytes] = []
     size = 0
     try:
@@ -25,7 +25,7 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > max_bytes:
-                    raise BodyTooLarge(_too_large(max_bytes))
+                    raise BodyTooLarge(too_large(max_bytes))
                 parts.append(chunk)
     except TimeoutError:
         raise InvalidRequest(
@@ -36,7 +36,7 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-def _too_large(max_bytes: int) -> str:
+def too_large(max_bytes: int) -> str:
     return f"The request body is larger than the proxy's limit of {max_bytes // (1024 * 1024)} MiB."
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import aiohttp
 from multidict import CIMultiDict
+from yarl import URL
 
 from proxy.errors import UpstreamTimeout, UpstreamUnreachable
 
@@ -139,7 +140,7 @@ class Upstream:
     async def send(
         self,
         method: str,
-        url: str,
+        url: str | URL,
         headers: list[tuple[str, str]],
         body: bytes | AsyncIterator[bytes] | None,
         timeouts: Timeouts,
@@ -170,7 +171,7 @@ class Upstream:
     async def _send_once(
         self,
         method: str,
-        url: str,
+        url: str | URL,
         headers: list[tuple[str, str]],
         body: bytes | AsyncIterator[bytes] | None,
         timeouts: Timeouts,
@@ -201,5 +202,12 @@ class Upstream:
         except aiohttp.ClientError as exc:
             raise UpstreamUnreachable(
                 f"the upstream could not be reached ({type(exc).__name__})"
+            ) from exc
+        except (ValueError, TypeError) as exc:
+            # aiohttp refuses some configurations outright (credentials both in the URL
+            # and in a header): a configuration fault, reported without its details,
+            # which could hold a key.
+            raise UpstreamUnreachable(
+                "the request to the upstream could not be built; check upstream.base_url"
             ) from exc
         return UpstreamResponse(response, timeouts.total_s)

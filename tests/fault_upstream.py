@@ -194,7 +194,12 @@ class FaultUpstream:
             big = mode == "big_stream"
             count = self.events if not big else 4000
             done = asyncio.ensure_future(
-                _sse(writer, _events(conn, count, pad=4096 if big else 0), self.gap_s if not big else 0.0, True)
+                _sse(
+                    writer,
+                    _events(conn, count, pad=4096 if big else 0),
+                    self.gap_s if not big else 0.0,
+                    True,
+                )
             )
             await asyncio.wait([done, watch], return_when=asyncio.FIRST_COMPLETED)
             done.cancel()
@@ -214,11 +219,13 @@ class FaultUpstream:
         elif mode == "invalid_json":
             writer.write(_response(200, "application/json", b'{"id": "chatcmpl-x", "choices": [tr'))
         elif mode == "429":
-            writer.write(_response(429, "application/json", ERROR_429, [("retry-after", RETRY_AFTER)]))
+            writer.write(
+                _response(429, "application/json", ERROR_429, (("retry-after", RETRY_AFTER),))
+            )
         elif mode == "503":
             writer.write(_response(503, "application/json", ERROR_503))
         elif mode == "redirect":
-            writer.write(_response(302, "text/plain", b"moved", [("location", self.redirect_to)]))
+            writer.write(_response(302, "text/plain", b"moved", (("location", self.redirect_to),)))
         else:
             writer.write(_response(500, "text/plain", f"unknown fault mode {mode}".encode()))
         if not writer.is_closing():
@@ -270,14 +277,20 @@ def _wants_stream(body: bytes) -> bool:
     return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
-def _head(status: int, content_type: str, length: int | None, extra: list[tuple[str, str]] = []) -> bytes:  # noqa: B006
+def _head(
+    status: int, content_type: str, length: int | None, extra: tuple[tuple[str, str], ...] = ()
+) -> bytes:
     lines = [f"HTTP/1.1 {status} X", f"content-type: {content_type}", "connection: close"]
-    lines.append(f"content-length: {length}" if length is not None else "transfer-encoding: chunked")
+    lines.append(
+        f"content-length: {length}" if length is not None else "transfer-encoding: chunked"
+    )
     lines += [f"{k}: {v}" for k, v in extra]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def _response(status: int, content_type: str, body: bytes, extra: list[tuple[str, str]] = []) -> bytes:  # noqa: B006
+def _response(
+    status: int, content_type: str, body: bytes, extra: tuple[tuple[str, str], ...] = ()
+) -> bytes:
     return _head(status, content_type, len(body), extra) + body
 
 
@@ -289,7 +302,11 @@ def _completion(conn: Conn) -> bytes:
             "created": 1,
             "model": "gpt-4o",
             "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": REPLY}}
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": REPLY},
+                }
             ],
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
             "path": conn.target,
@@ -303,7 +320,9 @@ def _events(conn: Conn, count: int, pad: int = 0) -> Iterator[bytes]:
         chunk = {
             "id": "chatcmpl-fault",
             "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": {"content": f"w{i} {filler}"}, "finish_reason": None}],
+            "choices": [
+                {"index": 0, "delta": {"content": f"w{i} {filler}"}, "finish_reason": None}
+            ],
         }
         yield b"data: " + orjson.dumps(chunk) + b"\n\n"
 
@@ -312,7 +331,9 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def _sse(writer: asyncio.StreamWriter, events: Iterator[bytes], gap_s: float, finish: bool) -> None:
+async def _sse(
+    writer: asyncio.StreamWriter, events: Iterator[bytes], gap_s: float, finish: bool
+) -> None:
     writer.write(_head(200, "text/event-stream", None))
     for event in events:
         writer.write(_chunk(event))
@@ -320,7 +341,11 @@ async def _sse(writer: asyncio.StreamWriter, events: Iterator[bytes], gap_s: flo
         if gap_s:
             await asyncio.sleep(gap_s)
     if finish:
-        usage = {"id": "chatcmpl-fault", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+        usage = {
+            "id": "chatcmpl-fault",
+            "choices": [],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        }
         writer.write(_chunk(b"data: " + orjson.dumps(usage) + b"\n\n"))
         writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()

@@ -23,7 +23,9 @@ def body_for(kind: str, index: int) -> dict[str, Any]:
     if kind.endswith("trimmed"):
         history: list[dict[str, str]] = []
         for turn in range(10):  # ~5000 tokens against a 2000-token window
-            history.append({"role": "user" if turn % 2 == 0 else "assistant", "content": f"{turn} {FILLER}"})
+            history.append(
+                {"role": "user" if turn % 2 == 0 else "assistant", "content": f"{turn} {FILLER}"}
+            )
         messages = [*history, {"role": "user", "content": f"Question {marker}?"}]
     else:
         messages = [{"role": "user", "content": f"Question {marker}?"}]
@@ -32,7 +34,9 @@ def body_for(kind: str, index: int) -> dict[str, Any]:
 
 async def one(client: httpx.AsyncClient, url: str, kind: str, index: int) -> dict[str, Any]:
     headers = {"x-fake-mode": "error"} if kind == "upstream_429" else {}
-    async with client.stream("POST", url + "/v1/chat/completions", json=body_for(kind, index), headers=headers) as r:
+    async with client.stream(
+        "POST", url + "/v1/chat/completions", json=body_for(kind, index), headers=headers
+    ) as r:
         raw = await r.aread()
     return {"kind": kind, "index": index, "status": r.status_code, "headers": r.headers, "raw": raw}
 
@@ -48,7 +52,9 @@ def stream_text(raw: bytes) -> str:
     return text
 
 
-async def test_hundreds_of_concurrent_requests(start_proxy: Any, policies_dir: Path, upstream: FakeUpstream) -> None:
+async def test_hundreds_of_concurrent_requests(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
     (policies_dir / "default.yaml").write_text("models: {gpt-4o: {context_window: 2000}}\n")
     proxy = start_proxy()
     upstream.status = 429
@@ -68,12 +74,14 @@ async def test_hundreds_of_concurrent_requests(start_proxy: Any, policies_dir: P
             assert res["status"] == 200 and stream_text(res["raw"]) == upstream.reply_text
         else:
             assert res["status"] == 200
-            assert orjson.loads(res["raw"])["choices"][0]["message"]["content"] == upstream.reply_text
+            assert (
+                orjson.loads(res["raw"])["choices"][0]["message"]["content"] == upstream.reply_text
+            )
         by_id[headers["x-request-id"]] = res
     assert len(by_id) == len(jobs)
 
     # The upstream saw each request once, trimmed ones with fewer messages.
-    seen = Counter()
+    seen: Counter[str] = Counter()
     for rec in upstream.chat_requests:
         body = rec.json()
         last = body["messages"][-1]["content"]

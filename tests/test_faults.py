@@ -35,7 +35,9 @@ def fault() -> Iterator[FaultUpstream]:
         yield server
 
 
-def fault_proxy(start_proxy: Any, policies_dir: Path, fault: FaultUpstream, upstream: str = "{timeout_s: 0.5}") -> RunningProxy:
+def fault_proxy(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream, upstream: str = "{timeout_s: 0.5}"
+) -> RunningProxy:
     (policies_dir / "default.yaml").write_text(f"upstream: {upstream}\n")
     return start_proxy(upstream=fault.url)  # type: ignore[no-any-return]
 
@@ -56,7 +58,9 @@ def row_for(proxy: RunningProxy, response: httpx.Response) -> dict[str, Any]:
 
 def assert_healthy(proxy: RunningProxy) -> None:
     assert httpx.get(proxy.url + "/healthz", timeout=5).status_code == 200
-    ok = httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": "ok"}, timeout=5)
+    ok = httpx.post(
+        proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": "ok"}, timeout=5
+    )
     assert ok.status_code == 200
     assert ok.json()["choices"][0]["message"]["content"] == REPLY
 
@@ -75,7 +79,9 @@ def sse_events(raw: bytes) -> list[Any]:
     assert raw.endswith(b"\n\n"), "the stream did not end on an event boundary"
     out: list[Any] = []
     for event in raw.split(b"\n\n"):
-        data = b"".join(line[5:].strip() for line in event.splitlines() if line.startswith(b"data:"))
+        data = b"".join(
+            line[5:].strip() for line in event.splitlines() if line.startswith(b"data:")
+        )
         if data:
             out.append("[DONE]" if data == b"[DONE]" else orjson.loads(data))
     return out
@@ -84,7 +90,11 @@ def sse_events(raw: bytes) -> list[Any]:
 def stream_through(proxy: RunningProxy, mode: str) -> tuple[httpx.Response, bytes]:
     """POST a streamed request; read the whole body (raises if it does not end cleanly)."""
     with httpx.stream(
-        "POST", proxy.url + "/v1/chat/completions", json=STREAM, headers={"x-fault": mode}, timeout=8
+        "POST",
+        proxy.url + "/v1/chat/completions",
+        json=STREAM,
+        headers={"x-fault": mode},
+        timeout=8,
     ) as response:
         body = response.read()
     return response, body
@@ -104,7 +114,9 @@ def test_plain_request_faults_give_openai_errors(
     start_proxy: Any, policies_dir: Path, fault: FaultUpstream, mode: str, status: int, code: str
 ) -> None:
     proxy = fault_proxy(start_proxy, policies_dir, fault)
-    response = httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": mode}, timeout=8)
+    response = httpx.post(
+        proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": mode}, timeout=8
+    )
     assert_error_json(response, status, code)
     row = row_for(proxy, response)
     assert (row["status"], row["error"]) == (status, code)
@@ -159,13 +171,17 @@ def test_stream_faults_after_headers_end_with_an_error_event(
     assert_healthy(proxy)
 
 
-def test_openai_client_raises_on_a_broken_stream(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_openai_client_raises_on_a_broken_stream(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     proxy = fault_proxy(start_proxy, policies_dir, fault)
     fault.mode = "stream_reset"
     client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0, timeout=8)
     seen: list[str] = []
     with pytest.raises(openai.APIError, match="ended abnormally"):
-        for chunk in client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True):
+        for chunk in client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
             seen.append(chunk.choices[0].delta.content or "")
     assert seen == ["w0 ", "w1 "]
 
@@ -193,10 +209,17 @@ def test_dns_failure_is_502_and_fast(start_proxy: Any, policies_dir: Path, upstr
     assert httpx.get(proxy.url + "/healthz").status_code == 200
 
 
-def test_html_error_page_passes_through(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_html_error_page_passes_through(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     proxy = fault_proxy(start_proxy, policies_dir, fault)
     for body in (SMALL, STREAM):
-        response = httpx.post(proxy.url + "/v1/chat/completions", json=body, headers={"x-fault": "html_500"}, timeout=8)
+        response = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json=body,
+            headers={"x-fault": "html_500"},
+            timeout=8,
+        )
         assert response.status_code == 500
         assert response.content == HTML_500
         assert response.headers["x-request-id"]
@@ -215,7 +238,9 @@ def test_429_passes_through_with_retry_after_and_is_not_retried(
     proxy = fault_proxy(start_proxy, policies_dir, fault, "{timeout_s: 2, retries: 2}")
     for body in (SMALL, STREAM):
         before = len(fault.requests)
-        response = httpx.post(proxy.url + "/v1/chat/completions", json=body, headers={"x-fault": "429"}, timeout=8)
+        response = httpx.post(
+            proxy.url + "/v1/chat/completions", json=body, headers={"x-fault": "429"}, timeout=8
+        )
         assert response.status_code == 429
         assert response.headers["retry-after"] == RETRY_AFTER
         assert response.content == ERROR_429
@@ -225,9 +250,13 @@ def test_429_passes_through_with_retry_after_and_is_not_retried(
     assert_healthy(proxy)
 
 
-def test_503_without_retries_passes_through(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_503_without_retries_passes_through(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     proxy = fault_proxy(start_proxy, policies_dir, fault)
-    response = httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": "503"}, timeout=8)
+    response = httpx.post(
+        proxy.url + "/v1/chat/completions", json=SMALL, headers={"x-fault": "503"}, timeout=8
+    )
     assert response.status_code == 503 and response.content == ERROR_503
     assert len(fault.requests) == 1
     assert row_for(proxy, response)["error"] == "upstream_503"
@@ -257,7 +286,9 @@ def test_retries_are_bounded(start_proxy: Any, policies_dir: Path, fault: FaultU
     assert len(fault.requests) == 3
 
 
-def test_passthrough_streamed_body_is_not_retried(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_passthrough_streamed_body_is_not_retried(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     proxy = fault_proxy(start_proxy, policies_dir, fault, "{timeout_s: 2, retries: 2}")
     fault.mode, fault.fail_first = "flaky", 1
     payload = b"y" * 50_000
@@ -271,7 +302,9 @@ def test_passthrough_streamed_body_is_not_retried(start_proxy: Any, policies_dir
     assert len(fault.requests) == 1 and fault.requests[0].body == payload
 
 
-def test_redirects_are_not_followed(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_redirects_are_not_followed(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     with FaultUpstream().running() as elsewhere:
         proxy = fault_proxy(start_proxy, policies_dir, fault)
         fault.mode, fault.redirect_to = "redirect", elsewhere.url + "/chat/completions"

@@ -29,8 +29,16 @@ COOKIE_SECRET = "session=COOKIESECRET-77aa"
 API_KEY_SECRET = "APIKEYHEADERSECRET-1234"
 X_API_KEY_SECRET = "XAPIKEYHEADERSECRET-5678"
 QUERY_SECRET = "QUERYSECRET-abcd"
-SECRETS = (PROXY_KEY, ADMIN_KEY, WRONG_KEY, UPSTREAM_SECRET, COOKIE_SECRET, API_KEY_SECRET,
-           X_API_KEY_SECRET, QUERY_SECRET)
+SECRETS = (
+    PROXY_KEY,
+    ADMIN_KEY,
+    WRONG_KEY,
+    UPSTREAM_SECRET,
+    COOKIE_SECRET,
+    API_KEY_SECRET,
+    X_API_KEY_SECRET,
+    QUERY_SECRET,
+)
 
 
 @pytest.fixture
@@ -73,9 +81,22 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
     usage = tmp_path / "usage.jsonl"
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--port", str(port), "--policies",
-             str(policies_dir), "--upstream", fault.url, "--usage-log", str(usage),
-             "--log-level", "debug"],
+            [
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--port",
+                str(port),
+                "--policies",
+                str(policies_dir),
+                "--upstream",
+                fault.url,
+                "--usage-log",
+                str(usage),
+                "--log-level",
+                "debug",
+            ],
             stdout=stderr,
             stderr=stderr,
             cwd=Path(__file__).resolve().parent.parent,
@@ -87,19 +108,38 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
         assert wait_until(lambda: _healthy(url), 20)
         good, bad = credential_headers(PROXY_KEY), credential_headers(WRONG_KEY)
         with httpx.Client(timeout=8) as client:
-            for mode in ("ok", "garbage", "html_500", "429", "silent", "stream_reset", "plain_reset"):
+            for mode in (
+                "ok",
+                "garbage",
+                "html_500",
+                "429",
+                "silent",
+                "stream_reset",
+                "plain_reset",
+            ):
                 for body in (SMALL, STREAM):
-                    responses.append(client.post(url + "/v1/chat/completions", json=body,
-                                                 headers={**good, "x-fault": mode}))
+                    responses.append(
+                        client.post(
+                            url + "/v1/chat/completions",
+                            json=body,
+                            headers={**good, "x-fault": mode},
+                        )
+                    )
             responses.append(client.post(url + "/v1/chat/completions", json=SMALL, headers=bad))
-            responses.append(client.post(url + "/v1/chat/completions", content=b"{bad json", headers=good))
+            responses.append(
+                client.post(url + "/v1/chat/completions", content=b"{bad json", headers=good)
+            )
             responses.append(client.get(url + f"/v1/models?api_key={QUERY_SECRET}", headers=good))
             responses.append(client.get(url + f"/v1/models?api_key={QUERY_SECRET}", headers=bad))
             responses.append(client.post(url + "/v1/embeddings", content=b"x" * 1000, headers=good))
             responses.append(client.get(url + "/v1/models", headers={**good, "x-fault": "garbage"}))
             responses.append(client.get(url + "/metrics", headers=credential_headers(ADMIN_KEY)))
             responses.append(client.get(url + "/metrics", headers=bad))
-            responses.append(client.post(url + "/v1/context/plan", json=SMALL, headers=credential_headers(ADMIN_KEY)))
+            responses.append(
+                client.post(
+                    url + "/v1/context/plan", json=SMALL, headers=credential_headers(ADMIN_KEY)
+                )
+            )
             responses.append(client.post(url + "/v1/context/plan", json=SMALL, headers=good))
             responses.append(client.get(url + f"/nope?token={QUERY_SECRET}", headers=good))
         assert wait_until(lambda: len(usage_rows(usage, 0, 0)) >= 16)
@@ -125,7 +165,9 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
             assert secret not in shown, f"{secret} echoed by {response.request.url}"
     assert fault.requests, "nothing reached the upstream"
     for conn in fault.requests:
-        sent = orjson.dumps(conn.headers).decode() + conn.target + conn.body.decode(errors="replace")
+        sent = (
+            orjson.dumps(conn.headers).decode() + conn.target + conn.body.decode(errors="replace")
+        )
         for secret in (PROXY_KEY, ADMIN_KEY, WRONG_KEY):
             assert secret not in sent, f"{secret} sent upstream"
         assert conn.headers.get("authorization") == f"Bearer {UPSTREAM_SECRET}"
@@ -139,7 +181,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def key_proxy(start_proxy: Any, policies_dir: Path, upstream: str, monkeypatch: pytest.MonkeyPatch) -> RunningProxy:
+def key_proxy(
+    start_proxy: Any, policies_dir: Path, upstream: str, monkeypatch: pytest.MonkeyPatch
+) -> RunningProxy:
     monkeypatch.setenv("TEAM_UPSTREAM_KEY", UPSTREAM_SECRET)
     key_mode_policies(policies_dir)
     return start_proxy(upstream=upstream)  # type: ignore[no-any-return]
@@ -147,16 +191,26 @@ def key_proxy(start_proxy: Any, policies_dir: Path, upstream: str, monkeypatch: 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
 def test_key_mode_forwards_no_client_credential_headers(
-    start_proxy: Any, policies_dir: Path, fault: FaultUpstream, monkeypatch: pytest.MonkeyPatch, path: str
+    start_proxy: Any,
+    policies_dir: Path,
+    fault: FaultUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
 ) -> None:
     """With proxy keys the client's credentials are for the proxy; only the team's key goes on."""
     proxy = key_proxy(start_proxy, policies_dir, fault.url, monkeypatch)
-    response = httpx.post(proxy.url + path, json=SMALL, headers=credential_headers(PROXY_KEY), timeout=5)
+    response = httpx.post(
+        proxy.url + path, json=SMALL, headers=credential_headers(PROXY_KEY), timeout=5
+    )
     assert response.status_code == 200
     sent = fault.requests[-1].headers
     assert sent["authorization"] == f"Bearer {UPSTREAM_SECRET}"
-    leaked = {name for name in ("cookie", "api-key", "x-api-key", "proxy-authorization") if name in sent}
-    assert not leaked, f"client credential headers reached the upstream in key mode: {sorted(leaked)}"
+    leaked = {
+        name for name in ("cookie", "api-key", "x-api-key", "proxy-authorization") if name in sent
+    }
+    assert not leaked, (
+        f"client credential headers reached the upstream in key mode: {sorted(leaked)}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -165,7 +219,11 @@ def test_key_mode_forwards_no_client_credential_headers(
     ids=["plain", "userinfo"],
 )
 def test_upstream_key_is_not_echoed_in_errors(
-    start_proxy: Any, policies_dir: Path, fault: FaultUpstream, monkeypatch: pytest.MonkeyPatch, base_url: str
+    start_proxy: Any,
+    policies_dir: Path,
+    fault: FaultUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str,
 ) -> None:
     """An unreachable team upstream: a clean 502 naming neither the key nor the address."""
     monkeypatch.setenv("TEAM_UPSTREAM_KEY", UPSTREAM_SECRET)
@@ -176,7 +234,11 @@ def test_upstream_key_is_not_echoed_in_errors(
     )
     proxy = start_proxy(upstream=fault.url)
     headers = {"authorization": f"Bearer {PROXY_KEY}"}
-    for path, body in (("/v1/chat/completions", SMALL), ("/v1/chat/completions", STREAM), ("/v1/embeddings", SMALL)):
+    for path, body in (
+        ("/v1/chat/completions", SMALL),
+        ("/v1/chat/completions", STREAM),
+        ("/v1/embeddings", SMALL),
+    ):
         response = httpx.post(proxy.url + path, json=body, headers=headers, timeout=8)
         assert UPSTREAM_SECRET not in response.text and "no-such-host" not in response.text
         assert response.status_code == 502, (path, response.text[:200])
@@ -188,7 +250,9 @@ def raw_get(port: int, target: str, host: str, headers: dict[str, str]) -> bytes
     """A request line sent verbatim: httpx would normalize these targets away."""
     extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nhost: {host}\r\n{extra}connection: close\r\n\r\n".encode())
+        sock.sendall(
+            f"GET {target} HTTP/1.1\r\nhost: {host}\r\n{extra}connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -212,7 +276,11 @@ def steering_targets(evil: str) -> list[str]:
 
 
 def test_no_path_or_host_steers_the_upstream(
-    start_proxy: Any, policies_dir: Path, fault: FaultUpstream, evil: FaultUpstream, monkeypatch: pytest.MonkeyPatch
+    start_proxy: Any,
+    policies_dir: Path,
+    fault: FaultUpstream,
+    evil: FaultUpstream,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy = key_proxy(start_proxy, policies_dir, fault.url, monkeypatch)
     port = int(proxy.url.rsplit(":", 1)[1])
@@ -220,8 +288,12 @@ def test_no_path_or_host_steers_the_upstream(
     escaped: list[str] = []
     for target in steering_targets(evil_host):
         before = len(fault.requests)
-        answer = raw_get(port, target, evil_host, {"authorization": f"Bearer {PROXY_KEY}",
-                                                   "x-forwarded-host": evil_host})
+        answer = raw_get(
+            port,
+            target,
+            evil_host,
+            {"authorization": f"Bearer {PROXY_KEY}", "x-forwarded-host": evil_host},
+        )
         status = int(answer.split(b" ", 2)[1])
         if len(fault.requests) > before:
             sent = fault.requests[-1]
@@ -235,19 +307,38 @@ def test_no_path_or_host_steers_the_upstream(
 
 
 def test_body_fields_do_not_steer_the_upstream(
-    start_proxy: Any, policies_dir: Path, fault: FaultUpstream, evil: FaultUpstream, monkeypatch: pytest.MonkeyPatch
+    start_proxy: Any,
+    policies_dir: Path,
+    fault: FaultUpstream,
+    evil: FaultUpstream,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy = key_proxy(start_proxy, policies_dir, fault.url, monkeypatch)
     elsewhere = f"http://127.0.0.1:{evil.port}/v1"
-    body = dict(SMALL, base_url=elsewhere, api_base=elsewhere, url=elsewhere, x_context={"base_url": elsewhere})
-    response = httpx.post(proxy.url + "/v1/chat/completions", json=body, timeout=5, headers={
-        "authorization": f"Bearer {PROXY_KEY}", "x-forwarded-host": f"127.0.0.1:{evil.port}",
-        "host": f"127.0.0.1:{evil.port}"})
+    body = dict(
+        SMALL,
+        base_url=elsewhere,
+        api_base=elsewhere,
+        url=elsewhere,
+        x_context={"base_url": elsewhere},
+    )
+    response = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json=body,
+        timeout=5,
+        headers={
+            "authorization": f"Bearer {PROXY_KEY}",
+            "x-forwarded-host": f"127.0.0.1:{evil.port}",
+            "host": f"127.0.0.1:{evil.port}",
+        },
+    )
     assert response.status_code in (200, 400)
     assert evil.conns == []
 
 
-def test_admin_keys_guard_metrics_and_plan(start_proxy: Any, policies_dir: Path, fault: FaultUpstream) -> None:
+def test_admin_keys_guard_metrics_and_plan(
+    start_proxy: Any, policies_dir: Path, fault: FaultUpstream
+) -> None:
     (policies_dir / "default.yaml").write_text(f'admin_keys: ["{hash_key(ADMIN_KEY)}"]\n')
     proxy = start_proxy(upstream=fault.url)
     for method, path, body in (("GET", "/metrics", None), ("POST", "/v1/context/plan", SMALL)):
@@ -256,7 +347,9 @@ def test_admin_keys_guard_metrics_and_plan(start_proxy: Any, policies_dir: Path,
             assert denied.status_code == 403, (path, headers)
             assert denied.json()["error"]["code"] == "forbidden"
             assert WRONG_KEY not in denied.text and ADMIN_KEY not in denied.text
-        allowed = httpx.request(method, proxy.url + path, json=body, headers={"authorization": f"Bearer {ADMIN_KEY}"})
+        allowed = httpx.request(
+            method, proxy.url + path, json=body, headers={"authorization": f"Bearer {ADMIN_KEY}"}
+        )
         assert allowed.status_code == 200, path
     assert fault.conns == []
     # Admin keys alone do not switch on key mode: chat still works without a key.
@@ -275,4 +368,6 @@ def test_admin_keys_in_key_mode(
     planned = httpx.post(proxy.url + "/v1/context/plan?team=research", json=SMALL, headers=admin)
     assert planned.status_code == 200 and planned.headers["x-context-policy"] == "research"
     # An admin key is not a team key.
-    assert httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers=admin).status_code == 401
+    assert (
+        httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers=admin).status_code == 401
+    )

@@ -39,8 +39,20 @@ def launch(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator
     def start(grace_s: float = 30.0) -> tuple[str, subprocess.Popen[bytes]]:
         port = free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--port", str(port), "--policies",
-             str(policies_dir), "--upstream", fault.url, "--usage-log", str(tmp_path / "usage.jsonl")],
+            [
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--port",
+                str(port),
+                "--policies",
+                str(policies_dir),
+                "--upstream",
+                fault.url,
+                "--usage-log",
+                str(tmp_path / "usage.jsonl"),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=Path(__file__).resolve().parent.parent,
@@ -67,7 +79,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def test_sigterm_lets_a_stream_in_flight_finish(launch: Launch, fault: FaultUpstream, tmp_path: Path) -> None:
+def test_sigterm_lets_a_stream_in_flight_finish(
+    launch: Launch, fault: FaultUpstream, tmp_path: Path
+) -> None:
     url, process = launch()
     fault.mode, fault.events, fault.gap_s = "slow_stream", 20, 0.05  # about a second of stream
     with httpx.stream("POST", url + "/v1/chat/completions", json=STREAM, timeout=10) as response:
@@ -85,7 +99,9 @@ def test_sigterm_lets_a_stream_in_flight_finish(launch: Launch, fault: FaultUpst
     assert (rows[0]["status"], rows[0]["error"], rows[0]["usage_source"]) == (200, None, "upstream")
 
 
-def test_sigterm_refuses_new_connections_while_draining(launch: Launch, fault: FaultUpstream) -> None:
+def test_sigterm_refuses_new_connections_while_draining(
+    launch: Launch, fault: FaultUpstream
+) -> None:
     url, process = launch()
     fault.mode, fault.events, fault.gap_s = "slow_stream", 20, 0.05
     with httpx.stream("POST", url + "/v1/chat/completions", json=STREAM, timeout=10) as response:
@@ -120,6 +136,10 @@ def test_sigterm_grace_period_bounds_an_endless_stream(
     assert len(rows) == 1 and rows[0]["status"] != 200
 
 
+def read_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines() if path.exists() else []
+
+
 def load(url: str, stop: threading.Event) -> None:
     with httpx.Client(timeout=5) as client:
         while not stop.is_set():
@@ -131,17 +151,23 @@ def load(url: str, stop: threading.Event) -> None:
                 return  # the proxy was killed
 
 
-def test_sigkill_under_load_leaves_only_whole_lines(launch: Launch, fault: FaultUpstream, tmp_path: Path) -> None:
+def test_sigkill_under_load_leaves_only_whole_lines(
+    launch: Launch, fault: FaultUpstream, tmp_path: Path
+) -> None:
     log = tmp_path / "usage.jsonl"
     rng = random.Random()
     kills = 3
     for _ in range(kills):
         url, process = launch()
+        lines_before = len(read_lines(log))
         stop = threading.Event()
         threads = [threading.Thread(target=load, args=(url, stop)) for _ in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(rng.uniform(0.3, 0.8))
+        # Kill at a random moment once the load is really flowing (the first request loads
+        # the tokenizer, which takes a while on a busy machine).
+        assert wait_until(lambda: len(read_lines(log)) >= lines_before + 10, 8)  # noqa: B023
+        time.sleep(rng.uniform(0.0, 0.3))
         process.send_signal(signal.SIGKILL)
         process.wait()
         stop.set()
