@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -128,7 +129,7 @@ def serve_command(args: argparse.Namespace) -> int:
         lifespan="on",
         access_log=False,  # request lines may carry query strings with secrets
         log_config=None,
-        timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
+        timeout_graceful_shutdown=math.ceil(settings.graceful_shutdown_s),
         server_header=False,
         # X-Forwarded-* rewriting is a per-request middleware the proxy has no use for.
         proxy_headers=False,

@@ -43,6 +43,14 @@ class ContextLengthExceeded(InvalidRequest):
         super().__init__(message, param="messages")
 
 
+class BodyTimeout(ProxyError):
+    """The client did not finish sending its body in time."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "body_timeout"
+
+
 class Unauthorized(ProxyError):
     status = 401
     type = "invalid_request_error"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
     from proxy.policy import Policy
     from proxy.quotas import QuotaStatus
     from proxy.services import Services
+
+
+log = logging.getLogger("context_proxy.requests")
 
 
 def new_request_id() -> str:
@@ -133,6 +137,17 @@ class Exchange:
             policy=policy.name if policy else "none",
         )
         services.usage.write(record)
+        if status >= 500:  # the operator's signal that an upstream is failing; ids, no content
+            log.warning(
+                "request failed upstream",
+                extra={
+                    "request_id": self.request_id,
+                    "team": team,
+                    "model": self.model[:200],
+                    "status": status,
+                    "error": error,
+                },
+            )
         services.metrics.observe_record(record)
         if policy is not None:
             if services.thresholds.observe(team, self.model, level, utilization):

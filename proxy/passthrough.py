@@ -14,7 +14,7 @@ from yarl import URL
 from proxy import request_body, responses
 from proxy.auth import headers_not_forwarded, resolve_policy, upstream_authorization
 from proxy.disconnect import ClientGone, cancel_on_disconnect
-from proxy.errors import BodyTooLarge, InvalidRequest, ProxyError
+from proxy.errors import BodyTimeout, BodyTooLarge, InvalidRequest, ProxyError
 from proxy.handlers import upstream_url
 from proxy.metrics import route_group
 from proxy.request_body import too_large
@@ -43,8 +43,14 @@ async def forward(request: Request) -> Response:
         if auth:
             headers.append(("authorization", auth))
         url = URL(upstream_url(services, policy, upstream_path(request)), encoded=True)
-        timeouts = Timeouts(policy.upstream.timeout_s, policy.upstream.connect_timeout_s)
-        if request.method in BODYLESS:
+        # A streamed body cannot be sent twice; requests without one get the policy's retries.
+        bodyless = request.method in BODYLESS
+        timeouts = Timeouts(
+            policy.upstream.timeout_s,
+            policy.upstream.connect_timeout_s,
+            policy.upstream.retries if bodyless else 0,
+        )
+        if bodyless:
             async with cancel_on_disconnect(request):
                 upstream = await services.upstream.send(
                     request.method, url, headers, None, timeouts, streaming=True
@@ -135,9 +141,7 @@ class BodyRelay:
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                self.problem = InvalidRequest(
-                    "The request body was not received in time.", code="body_timeout"
-                )
+                self.problem = BodyTimeout("The request body was not received in time.")
                 raise
             except ClientDisconnect:
                 return

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from starlette.requests import ClientDisconnect, Request
 
-from proxy.errors import BodyTooLarge, InvalidRequest
+from proxy.errors import BodyTimeout, BodyTooLarge, InvalidRequest
 
 BODY_READ_TIMEOUT_S = 60.0
 
@@ -28,9 +28,7 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
                     raise BodyTooLarge(too_large(max_bytes))
                 parts.append(chunk)
     except TimeoutError:
-        raise InvalidRequest(
-            "The request body was not received in time.", code="body_timeout"
-        ) from None
+        raise BodyTimeout("The request body was not received in time.") from None
     except ClientDisconnect:
         raise InvalidRequest("The client disconnected before sending its body.") from None
     return b"".join(parts)

@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -85,9 +86,15 @@ _RANK = {Level.NORMAL: 0, Level.WARNING: 1, Level.CRITICAL: 2}
 class ThresholdWatch:
     """Remembers each team's last level and logs one warning line when it rises."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         # Keyed by (team, source); teams come from policies, so this stays small.
         self._last: dict[tuple[str, str], Level] = {}
+        # A team whose requests alternate between small and large would cross on every
+        # large one: the log line for a (team, source, level) is repeated at most every
+        # `quiet_s` seconds; the return value (and so the metric) still counts every crossing.
+        self._logged: dict[tuple[str, str, Level], float] = {}
+        self._quiet_s = quiet_s
+        self._clock = clock
 
     def observe(
         self,
@@ -104,6 +111,11 @@ class ThresholdWatch:
         self._last[key] = level
         if _RANK[level] <= _RANK[previous]:
             return False
+        now = self._clock()
+        logged = self._logged.get((team, source, level))
+        if logged is not None and now - logged < self._quiet_s:
+            return True
+        self._logged[(team, source, level)] = now
         fields = {
             "event": "usage_threshold",
             "source": source,

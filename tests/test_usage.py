@@ -105,7 +105,7 @@ def test_level_is_monotonic_in_utilization(a: float, b: float, w: float, gap: fl
 
 
 def test_threshold_watch_reports_only_upward_crossings(caplog: pytest.LogCaptureFixture) -> None:
-    watch = ThresholdWatch()
+    watch = ThresholdWatch(quiet_s=0)  # every crossing logged (no quiet period)
     caplog.set_level(logging.WARNING, logger="context_proxy.usage")
     seq = [
         (Level.NORMAL, False),
@@ -344,3 +344,22 @@ def _parses(line: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
+
+
+def test_threshold_log_line_is_not_repeated_while_a_team_flaps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = [0.0]
+    watch = ThresholdWatch(quiet_s=300, clock=lambda: clock[0])
+    th = ThresholdPolicy()
+    with caplog.at_level(logging.WARNING, logger="context_proxy.usage"):
+        crossings = 0
+        for _ in range(10):  # small, large, small, large...
+            crossings += watch.observe("t", "m", level_for(0.1, th), 0.1)
+            crossings += watch.observe("t", "m", level_for(0.95, th), 0.95)
+        assert crossings == 10  # every crossing still counts (the metric)
+        assert len(caplog.records) == 1
+        clock[0] = 301.0
+        watch.observe("t", "m", Level.NORMAL, 0.1)
+        assert watch.observe("t", "m", Level.CRITICAL, 0.95)
+        assert len(caplog.records) == 2
