@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CONTEXT_PROXY_USAGE_LOG=/var/lib/context-proxy/usage.jsonl
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY proxy ./proxy
 RUN pip install . \
     # Fail the build if the encodings are not readable offline.
