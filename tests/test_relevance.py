@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.relevance import STOPWORDS, expand_neighbors, score_history, stem, terms
+from proxy.relevance import (
+    CONTEXT_TERMS,
+    K1,
+    STOPWORDS,
+    B,
+    TermIndex,
+    expand_neighbors,
+    score_history,
+    stem,
+    terms,
+)
 
 HISTORY = [
     "Caroline: I went to the LGBTQ support group yesterday, it was powerful.",
@@ -82,9 +92,10 @@ def test_unrelated_docs_score_zero() -> None:
 
 
 def test_spread_lifts_neighbours_of_a_match() -> None:
-    docs = ["a", "How did you get into painting?", "A friend got me into it.", "b", "c", "d"]
-    plain = score_history("How did Evan get into painting?", docs, spread=())
-    spread = score_history("How did Evan get into painting?", docs, spread=(0.5, 0.25))
+    docs = ["a", "How did you get into painting?", "A friend showed me.", "b", "c", "d"]
+    q = "How did Evan get into painting?"
+    plain = score_history(q, docs, spread=(), feedback=0.0)
+    spread = score_history(q, docs, spread=(0.5, 0.25), feedback=0.0)
     assert plain[2] == 0.0  # the answer shares no term with the question
     assert spread[2] == pytest.approx(0.5 * plain[1] + plain[2])
     assert spread[0] == pytest.approx(0.5 * plain[1])
@@ -96,7 +107,7 @@ def test_spread_lifts_neighbours_of_a_match() -> None:
 def test_rare_term_outweighs_common_term() -> None:
     # "caroline" is in half the turns, "adoption" in one: the rare term wins.
     docs = ["Caroline: hello there", "Caroline: hello again", "Melanie: adoption", "Bob: x"]
-    scores = score_history("caroline adoption", docs, spread=())
+    scores = score_history("caroline adoption", docs, spread=(), speaker=0.0)
     assert scores[2] > scores[0] > 0
 
 
@@ -123,7 +134,7 @@ def test_unicode_words() -> None:
 def test_empty_inputs() -> None:
     assert score_history("anything", []) == []
     assert score_history("", HISTORY) == [0.0] * len(HISTORY)
-    assert score_history("cookies", ["", "", "", "cookies"])[:1] == [0.0]
+    assert score_history("cookies", [""] * 8 + ["cookies"])[:1] == [0.0]
     assert score_history("cookies", [""]) == [0.0]
 
 
@@ -159,8 +170,11 @@ def test_expand_neighbors() -> None:
 def reference_bm25(
     query: str, docs: list[str], context: str = "", weight: float = 0.0
 ) -> list[float]:
-    """The textbook formula, word by word, with no shortcuts."""
-    q = {t: weight for t in terms(context)} | {t: 1.0 for t in terms(query)}
+    """The textbook formula, word by word, with no shortcuts; the context's terms share
+    `CONTEXT_TERMS * weight` once there are more of them."""
+    around = set(terms(context))
+    weight *= min(1.0, CONTEXT_TERMS / (len(around) or 1))
+    q = {t: weight for t in around} | {t: 1.0 for t in terms(query)}
     toks = [terms(d) for d in docs]
     n = len(docs)
     if n == 0:
@@ -174,7 +188,7 @@ def reference_bm25(
         for t, w in q.items():
             if tf[t]:
                 idf = w * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                s += idf * tf[t] * 2.2 / (tf[t] + 1.2 * (0.25 + 0.75 * len(tk) / avg))
+                s += idf * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(tk) / avg))
         out.append(s)
     return out
 
@@ -197,7 +211,7 @@ def test_scores_nonnegative_and_aligned(query: str, docs: list[str]) -> None:
 
 @given(TEXT, TEXT, DOCS, st.floats(0, 1))
 def test_context_matches_reference(query: str, context: str, docs: list[str], w: float) -> None:
-    got = score_history(query, docs, spread=(), context=context, context_weight=w)
+    got = score_history(query, docs, spread=(), context=context, context_weight=w, feedback=0)
     assert got == pytest.approx(reference_bm25(query, docs, context, w))
 
 
@@ -212,22 +226,24 @@ def reference_spread(scores: list[float], weights: tuple[float, ...]) -> list[fl
 
 @given(TEXT, DOCS)
 def test_matches_reference_formula(query: str, docs: list[str]) -> None:
-    assert score_history(query, docs, spread=()) == pytest.approx(reference_bm25(query, docs))
+    got = score_history(query, docs, spread=(), feedback=0.0)
+    assert got == pytest.approx(reference_bm25(query, docs))
 
 
 @given(TEXT, DOCS, st.lists(st.floats(0, 1), max_size=3).map(tuple))
 def test_spread_matches_reference(query: str, docs: list[str], w: tuple[float, ...]) -> None:
     expected = reference_spread(reference_bm25(query, docs), w)
-    assert score_history(query, docs, spread=w) == pytest.approx(expected)
+    assert score_history(query, docs, spread=w, feedback=0.0) == pytest.approx(expected)
 
 
 @given(TEXT, DOCS, st.randoms(use_true_random=False))
 def test_permutation_consistent(query: str, docs: list[str], rnd: object) -> None:
-    # Plain BM25 does not depend on order (spread does, by design).
+    # Plain BM25 does not depend on order (spread does, by design; so does feedback, whose
+    # best turns break ties by position).
     order = list(range(len(docs)))
     rnd.shuffle(order)  # type: ignore[attr-defined]
-    scores = score_history(query, docs, spread=())
-    shuffled = score_history(query, [docs[i] for i in order], spread=())
+    scores = score_history(query, docs, spread=(), feedback=0.0)
+    shuffled = score_history(query, [docs[i] for i in order], spread=(), feedback=0.0)
     assert shuffled == pytest.approx([scores[i] for i in order])
 
 
@@ -236,3 +252,89 @@ def test_stem_minus_last_letter_is_a_prefix(word: str) -> None:
     # score_history relies on this to stem only candidate words.
     w = word.lower()
     assert w.startswith(stem(w)[:-1])
+
+
+@pytest.mark.parametrize(
+    ("words", "same"),
+    [
+        (("buy", "bought", "buying"), True),
+        (("go", "went", "gone"), True),
+        (("mom", "mother", "mum", "moms"), True),
+        (("kids", "children", "child"), True),
+        (("favorite", "favourite", "favorites"), True),
+        (("wedding", "married", "marry"), True),
+        (("buy", "go"), False),
+        (("won", "win"), False),  # "won" is a contraction fragment (won't): a stopword
+    ],
+)
+def test_aliases_share_a_term(words: tuple[str, ...], same: bool) -> None:
+    assert (len({tuple(terms(w)) for w in words}) == 1) is same
+
+
+def test_alias_matches_in_scoring_and_index() -> None:
+    docs = ["Tom: I bought a new bike", "Ann: my mum called", "Tom: nice weather"]
+    assert best("What did Tom buy?", docs) == 0
+    assert best("How is her mother?", docs) == 1
+    index = TermIndex()
+    index.entry(docs[0])
+    assert index.words_for(["buy"]) == {"bought": "buy"}
+
+
+def test_speaker_named_by_the_query_is_boosted() -> None:
+    docs = ["Evan: I love my new Prius", "Sam: a new car is great", "Evan: hello", "Sam: bye"]
+    plain = score_history("What car does Evan drive?", docs, spread=(), feedback=0.0, speaker=0)
+    boosted = score_history("What car does Evan drive?", docs, spread=(), feedback=0.0)
+    assert boosted[0] == pytest.approx(3.0 * plain[0])  # Evan's turns: times 1 + SPEAKER
+    assert boosted[2] == pytest.approx(3.0 * plain[2])
+    assert boosted[1] == pytest.approx(plain[1]) and boosted[3] == plain[3] == 0.0
+    # Only a speaker the query names; a label alone does nothing.
+    assert score_history("car", docs, spread=(), feedback=0.0)[0] == 0.0
+
+
+def test_speaker_label_shapes() -> None:
+    index = TermIndex()
+    assert index.entry("Mary Ann Lee: hi there")[2] == frozenset(terms("Mary Ann Lee"))
+    assert index.entry("Zoë: bonjour")[2] == frozenset({"zoë"})
+    assert index.entry("no label here")[2] == frozenset()
+    assert index.entry("one two three four: too many words")[2] == frozenset()
+    assert index.entry("see http://x.y: not a label")[2] == frozenset()
+
+
+def test_feedback_finds_a_turn_through_the_best_turns_words() -> None:
+    # "prius" is in two of the turns that mention the car; the last turn only says Prius.
+    docs = [
+        "my car is a prius",
+        "the car, a prius, broke down",
+        "weather talk",
+        "more weather talk",
+        "other news entirely",
+        "sold the prius yesterday",
+    ]
+    plain = score_history("what car", docs, spread=(), feedback=0.0)
+    fed = score_history("what car", docs, spread=())
+    assert plain[5] == 0.0 < fed[5]
+    assert fed[2] == fed[3] == fed[4] == 0.0  # nothing shared with the best turns
+    assert min(fed[0], fed[1]) > fed[5]  # the query's own matches stay first
+
+
+def test_long_context_shares_a_fixed_weight() -> None:
+    # Twice the context terms: each counts half as much, so the total stays the same.
+    docs = ["alpha beta", "gamma delta"] + [f"pad{i}" for i in range(6)]
+    short = " ".join(f"c{i}" for i in range(CONTEXT_TERMS - 1)) + " alpha"
+    long = " ".join(f"c{i}" for i in range(2 * CONTEXT_TERMS - 1)) + " alpha"
+    s1 = score_history("zzz", docs, spread=(), context=short, feedback=0.0)
+    s2 = score_history("zzz", docs, spread=(), context=long, feedback=0.0)
+    assert s2[0] == pytest.approx(s1[0] / 2) and s1[0] > 0
+
+
+@given(TEXT, DOCS)
+def test_features_keep_zero_and_alignment(query: str, docs: list[str]) -> None:
+    # Feedback and the speaker boost never score a turn with nothing in common with the
+    # query nor with the turns it matches.
+    labelled = [f"Paris: {d}" for d in docs]
+    full = score_history(query, labelled, spread=())
+    plain = score_history(query, labelled, spread=(), feedback=0.0, speaker=0.0)
+    assert len(full) == len(labelled)
+    assert all(f >= p - 1e-9 and math.isfinite(f) for f, p in zip(full, plain, strict=True))
+    if not any(plain):
+        assert not any(full)

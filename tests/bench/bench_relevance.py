@@ -1,5 +1,8 @@
 """Speed of relevance scoring: score_history over N history turns (target: < 5 ms at 700).
 
+Cold: a throwaway index each call (every turn read). Warm: the server's TermIndex
+kept between calls, as on the next request of a chat (target: about 1-3 ms at 600).
+
 Usage: python tests/bench/bench_relevance.py [PATH/locomo10.json]
 
 Turns come from LoCoMo's longest conversation when the file is there (read in place),
@@ -20,7 +23,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from proxy.relevance import score_history  # noqa: E402
+from proxy.relevance import TermIndex, score_history  # noqa: E402
 
 DEFAULT_PATH = ROOT / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 QUERY = "When did Caroline go to the LGBTQ support group, and what did she paint?"
@@ -68,12 +71,19 @@ def main() -> None:
         turns = turns + turns
     context = "\n".join(turns[-6:])
     print(f"turns from {source}; query: {QUERY!r}")
-    print(f"{'turns':>6} {'query ms':>9} {'p95':>6} {'+context ms':>12} {'p95':>6}")
+    print(
+        f"{'turns':>6} {'cold ms':>8} {'p95':>6} {'+context ms':>12} {'p95':>6} "
+        f"{'warm ms':>8} {'p95':>6}"
+    )
     for n in (100, 300, 700, 1500):
         docs = turns[:n]
         q = timed(lambda d=docs: score_history(QUERY, d))  # type: ignore[misc]
         c = timed(lambda d=docs: score_history(QUERY, d, context=context))  # type: ignore[misc]
-        print(f"{n:>6} {q[0]:>9.2f} {q[1]:>6.2f} {c[0]:>12.2f} {c[1]:>6.2f}")
+        index = TermIndex()
+        w = timed(lambda d=docs, i=index: score_history(QUERY, d, context=context, index=i))  # type: ignore[misc]
+        print(
+            f"{n:>6} {q[0]:>8.2f} {q[1]:>6.2f} {c[0]:>12.2f} {c[1]:>6.2f} {w[0]:>8.2f} {w[1]:>6.2f}"
+        )
 
 
 if __name__ == "__main__":
