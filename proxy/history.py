@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from proxy.items import Item
 from proxy.relevance import TermIndex, score_history
+from proxy.types import Priority, Section
+
+
+def query_texts(items: Sequence[Item]) -> tuple[str, str]:
+    """What relevance is to: the current turn's user text, and the newest turns' text."""
+    current = "\n".join(it.text for it in items if it.current and it.role == "user")
+    recent = "\n".join(
+        it.text
+        for it in items
+        if it.section is Section.RECENT_MESSAGES and it.priority is Priority.HIGH
+    )
+    return current, recent
 
 
 def keep_order(

@@ -14,7 +14,7 @@ from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, cut_required, reserv
 from proxy.clusters import Substitution, settle
 from proxy.dedupe import dedupe
 from proxy.errors import ContextLengthExceeded
-from proxy.history import keep_order
+from proxy.history import keep_order, query_texts
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
@@ -45,7 +45,6 @@ class Planner:
     ) -> None:
         self.layout = layout
         self.terms = terms if terms is not None else TermIndex()  # shared by re-plans
-        self._ranks: dict[tuple[tuple[str, ...], tuple[int, ...]], list[int]] = {}
         self.items = layout.items
         self.policy = policy
         self.tokenizer = tokenizer
@@ -182,26 +181,12 @@ class Planner:
             return choices
         texts = [" ".join(self.text_of(k) for k in choices[c].items) for c in older]
         positions = [self.items[choices[c].items[0]].msg for c in older]
-        memo_key = (tuple(texts), tuple(positions))
-        rank = self._ranks.get(memo_key)
-        if rank is None:  # re-plans of the same request reuse the order
-            query, context = self._query()
-            rank = keep_order(texts, positions, query, context, history.neighbors, self.terms)
-            self._ranks[memo_key] = rank
+        query, context = query_texts(self.items)
+        rank = keep_order(texts, positions, query, context, history.neighbors, self.terms)
         for c, r in zip(older, rank, strict=True):
             choices[c].order = (float(r),)
             choices[c].contiguous = False
         return choices
-
-    def _query(self) -> tuple[str, str]:
-        """What relevance is to: the current turn's user text, and the newest turns' text."""
-        current = "\n".join(it.text for it in self.items if it.current and it.role == "user")
-        recent = "\n".join(
-            it.text
-            for it in self.items
-            if it.section is Section.RECENT_MESSAGES and it.priority is Priority.HIGH
-        )
-        return current, recent
 
     def _decide(
         self,
