@@ -89,7 +89,11 @@ async def call_summary(
     """Make one summary; its usage row is written also when it fails. (text, tokens spent);
     raises SummaryFailed."""
     cfg = call.policy.summaries
-    payload = {"model": call.model, "messages": call.prompt, "max_tokens": cfg.max_tokens}
+    payload = {
+        "model": call.model,
+        "messages": call.prompt,
+        limit_field(call.model): cfg.max_tokens,
+    }
     started = time.perf_counter()
     status, error, text, reported = 0, None, "", None
     # No retries here: a failed summary is retried later, by the summarizer's backoff.
@@ -163,3 +167,13 @@ def parse_answer(raw: bytes) -> tuple[str, tuple[int, int] | None]:
         if isinstance(prompt, int) and isinstance(completion, int):
             return text, (prompt, completion)
     return text, None
+
+
+# Reasoning models refuse `max_tokens` and take `max_completion_tokens` instead.
+_COMPLETION_LIMIT_FAMILIES = ("o1", "o3", "o4", "gpt-5")
+
+
+def limit_field(model: str) -> str:
+    """The request field that caps the summary's length for `model`."""
+    name = model.rsplit("/", 1)[-1].lower()
+    return "max_completion_tokens" if name.startswith(_COMPLETION_LIMIT_FAMILIES) else "max_tokens"

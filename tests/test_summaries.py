@@ -428,3 +428,13 @@ async def test_errors_of_the_store_are_contained() -> None:
     assert outcome.dropped > 0
     await rig.settle()
     assert rig.upstream.calls == [] and rig.summarizer.stats["failed"] >= 1
+
+
+def test_reasoning_models_get_max_completion_tokens() -> None:
+    from proxy.summary_calls import limit_field
+
+    assert limit_field("gpt-4o") == "max_tokens"
+    assert limit_field("gpt-4.1-mini") == "max_tokens"
+    assert limit_field("o3-mini") == "max_completion_tokens"
+    assert limit_field("openai/gpt-5") == "max_completion_tokens"
+    assert limit_field("azure/o4-mini-2025-04-16") == "max_completion_tokens"
