@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from proxy.items import Item, Layout
-from proxy.types import Section
+from proxy.types import Priority, Section
 
 MIN_REPEAT_CHARS = 64
 _BULLET = re.compile(r"^(?:[-*•+]|\d+[.)])\s+")
@@ -57,7 +57,6 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
     """
     items = layout.items
     keys = set(eligible)
-    candidates = [items[k] for k in sorted(keys)]
     result = Dedupe()
     by_id: dict[str, list[Item]] = {}
     for it in items:
@@ -70,22 +69,30 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
                 if it is not keep and not it.required:
                     result.removed[it.key] = f"duplicate id {ident!r} (kept: message {keep.msg})"
     by_text: dict[tuple[str, str], list[Item]] = {}
-    for it in items:
-        if it.plain and (it.required or (it.key in keys and it.key not in result.removed)):
-            key = _content_key(it)
-            if key is not None:
-                by_text.setdefault(key, []).append(it)
+    removed, required = result.removed, Priority.REQUIRED
+    for it in items:  # runs per item: the property and _content_key's common case inlined
+        if not it.plain or (
+            it.priority is not required and (it.key not in keys or it.key in removed)
+        ):
+            continue
+        if it.tag in ("default", "current turn"):
+            if len(it.text) >= MIN_REPEAT_CHARS:
+                by_text.setdefault((it.role, it.text), []).append(it)
+            continue
+        key = _content_key(it)
+        if key is not None:
+            by_text.setdefault(key, []).append(it)
     for same in by_text.values():
         if len(same) > 1 and any(not it.required for it in same):
             keep = _keeper(same)
             for it in same:
                 if it is not keep and not it.required:
                     result.removed[it.key] = f"same content as message {keep.msg}"
-    _summary_lines(items, candidates, result)
+    _summary_lines(items, keys, result)
     return result
 
 
-def _summary_lines(items: list[Item], candidates: list[Item], result: Dedupe) -> None:
+def _summary_lines(items: list[Item], keys: set[int], result: Dedupe) -> None:
     """Lines of a conversation summary that memory already holds say nothing new."""
     memory = {
         _line_key(line)
@@ -96,7 +103,7 @@ def _summary_lines(items: list[Item], candidates: list[Item], result: Dedupe) ->
     memory.discard("")
     if not memory:
         return
-    for it in candidates:
+    for it in (items[k] for k in sorted(keys)):
         if (
             it.section is not Section.CONVERSATION_SUMMARY
             or it.key in result.removed

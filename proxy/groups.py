@@ -40,24 +40,29 @@ def shape(messages: Sequence[Any]) -> Shape:
     units: list[list[int]] = []
     open_calls: dict[str, int] = {}  # tool_call_id -> unit
     last_function_call = -1
-    roles = [role_of(m) for m in messages]
+    roles = []
+    for m in messages:  # role_of, inlined for the common case: this runs per message
+        role = m.get("role") if type(m) is dict else None
+        roles.append(role if type(role) is str else role_of(m))
     for i, message in enumerate(messages):
         role = roles[i]
         tool_id = message.get("tool_call_id") if role == "tool" else None
         if isinstance(tool_id, str) and tool_id in open_calls:
-            unit_of[i] = open_calls[tool_id]
+            u = open_calls[tool_id]
+            units[u].append(i)
         elif role == "function" and last_function_call >= 0:
-            unit_of[i] = last_function_call
+            u = last_function_call
+            units[u].append(i)
         else:
-            unit_of[i] = len(units)
-            units.append([])
-        units[unit_of[i]].append(i)
+            u = len(units)
+            units.append([i])
+        unit_of[i] = u
         if role == "assistant":
             if "tool_calls" in message:
                 for call_id in _call_ids(message):
-                    open_calls[call_id] = unit_of[i]
+                    open_calls[call_id] = u
             has_call = isinstance(message.get("function_call"), dict)
-            last_function_call = unit_of[i] if has_call else -1
+            last_function_call = u if has_call else -1
         elif role != "function":
             last_function_call = -1
     turn_of = [0] * n

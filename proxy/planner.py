@@ -31,6 +31,8 @@ class Plan:
     allocated: dict[Section, int]  # what each section was granted, required items included
 
 
+# A choice's rank by its lead's priority (a required lead only in a group: ranked high).
+_RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
@@ -53,6 +55,15 @@ class Planner:
         self.cost = {it.key: it.cost for it in layout.items}
         self.text: dict[int, str] = {}  # texts rewritten by dedupe (summary lines removed)
         self.sections = {s: section_policy(policy, s) for s in Section}
+        # Per section: score order, truncatable, recency order (an unbroken run of the newest).
+        self.modes = {
+            s: (
+                p.strategy is Strategy.SCORE,
+                p.overflow is Overflow.TRUNCATE,
+                p.strategy is Strategy.RECENT,
+            )
+            for s, p in self.sections.items()
+        }
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.items[key].text)
@@ -60,22 +71,26 @@ class Planner:
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
         ratios = {s: self.sections[s].ratio for s in Section}
-        required = [it for it in self.items if it.required]
+        required: list[Item] = []
+        optional: list[Item] = []
+        for it in self.items:  # one pass; `priority is` rather than the property: per item
+            (required if it.priority is Priority.REQUIRED else optional).append(it)
         by_section: dict[Section, int] = {}
         for it in required:
             by_section[it.section] = by_section.get(it.section, 0) + it.cost
         available = budget - fixed - sum(by_section.values())
         reserved = {s: math.floor(budget * ratios[s]) for s in Section}
         if available < 0:
-            return self._overflow(required, -available, budget, fixed, by_section, reserved)
+            over = (-available, budget, fixed, self.marker)
+            cut = overflow(self.layout, self.policy, self.tokenizer, self.window, required, over)
+            return Plan(cut, reserved, dict(by_section))
         decisions = {
             it.key: Decision(
                 Action.KEEP, "required (current turn)" if it.current else "required", tokens=it.cost
             )
             for it in required
         }
-        optional = [it for it in self.items if not it.required]
-        found = dedupe(self.layout, [it.key for it in optional if self._dedupable(it)])
+        found = dedupe(self.layout, self._dedupable(optional))
         for key, (text, _) in found.rewritten.items():
             self.text[key] = text
             old = self.tokenizer.count_text(self.items[key].text)
@@ -96,10 +111,19 @@ class Planner:
             allocated[choice.section] = allocated.get(choice.section, 0) + sub.grants.get(c, 0)
         return Plan(decisions, reserved, allocated)
 
-    def _dedupable(self, it: Item) -> bool:
-        if it.kind in (Kind.OPAQUE, Kind.SUMMARY) or it.summary_of:
-            return False
-        return not (it.kind is Kind.MESSAGE and self.layout.messages[it.msg].group)
+    def _dedupable(self, optional: list[Item]) -> list[int]:
+        """Keys of the optional items dedupe may compare (not tool group members)."""
+        messages = self.layout.messages
+        out: list[int] = []
+        message, opaque, summary = Kind.MESSAGE, Kind.OPAQUE, Kind.SUMMARY
+        for it in optional:
+            kind = it.kind
+            if kind is message:
+                if not it.summary_of and not messages[it.msg].group:
+                    out.append(it.key)
+            elif kind is not opaque and kind is not summary and not it.summary_of:
+                out.append(it.key)
+        return out
 
     def _choices(self, optional: list[Item]) -> list[Choice]:
         """One choice per optional unit (a message or a whole tool group), block or section."""
@@ -135,25 +159,26 @@ class Planner:
 
     def _choice(self, keys: tuple[int, ...], host: int | None) -> Choice:
         lead = self.items[keys[0]]
-        cost = self.cost[keys[0]] if len(keys) == 1 else sum(self.cost[k] for k in keys)
-        strategy = self.sections[lead.section].strategy
+        score, truncate, recency = self.modes[lead.section]
         position = float(lead.msg)
-        if strategy is Strategy.SCORE:
+        if score:
             order: tuple[float, ...] = (-(lead.score or 0.0), -position, -lead.key)
         else:
             order = (-position, -lead.key)
-        rank = lead.priority.rank if lead.priority is not Priority.REQUIRED else 1
-        cut = (
-            self._cuttable(keys)
-            if len(keys) > 1 or self.sections[lead.section].overflow is Overflow.TRUNCATE
-            else None
-        )
+        priority = lead.priority
+        rank = _RANKS[priority]
+        if len(keys) == 1:
+            cost = self.cost[keys[0]]
+            if not truncate:  # kept whole or dropped: the common case, kept lean
+                return Choice(keys, lead.section, rank, order, cost, cost, host, None, recency)
+        else:
+            cost = sum(self.cost[k] for k in keys)
+        cut = self._cuttable(keys)
         floor = cost
         if cut is not None:
             room = self.tokenizer.count_text(self.text_of(cut)) - MIN_KEPT_TOKENS - self.marker
             floor = cost - room if room > 0 else cost
         cut = cut if floor < cost else None
-        recency = strategy is Strategy.RECENT  # an unbroken run of the newest
         return Choice(keys, lead.section, rank, order, cost, floor, host, cut, recency)
 
     def _cuttable(self, keys: tuple[int, ...]) -> int | None:
@@ -200,11 +225,23 @@ class Planner:
             if sub.grants.get(c, 0) > 0:
                 for k in sub.lost(c):
                     placed.setdefault(k, choices[c].items[0])
+        grants, members, cost, items = sub.grants, sub.members, self.cost, self.items
+        keep, drop = Action.KEEP, Action.DROP
         for c, choice in enumerate(choices):
-            grant = sub.grants.get(c, 0)
+            grant = grants.get(c, 0)
             host = choice.host
-            if host is not None and sub.grants.get(host, 0) == 0:
+            if host is not None and grants.get(host, 0) == 0:
                 grant = 0
+            if c not in members:  # the common cases, kept lean: kept whole, or dropped
+                if grant > 0 and grant == choice.cost and not rewritten:
+                    for key in choice.items:
+                        decisions[key] = Decision(keep, "fits the budget", None, cost[key])
+                    continue
+                if grant == 0 and host is None and not placed:
+                    for key in choice.items:
+                        reason = f"over budget ({items[key].priority.value} priority)"
+                        decisions[key] = Decision(drop, reason)
+                    continue
             for key in choice.items:
                 decisions[key] = self._item_decision(c, choice, key, grant, sub, placed, rewritten)
 
@@ -252,48 +289,3 @@ class Planner:
         if key in rewritten:
             return Decision(Action.DEDUPE, rewritten[key][1], self.text[key], self.cost[key])
         return Decision(Action.KEEP, "fits the budget", tokens=self.cost[key])
-
-    def _overflow(
-        self,
-        required: list[Item],
-        excess: int,
-        budget: int,
-        fixed: int,
-        by_section: dict[Section, int],
-        reserved: dict[Section, int],
-    ) -> Plan:
-        """The required parts alone exceed the budget: reject, or cut them (current turn last)."""
-        total = sum(by_section.values()) + fixed
-        if self.policy.budget.on_required_overflow != "truncate":
-            parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
-            window = f" (context window {self.window:,})" if self.window is not None else ""
-            raise ContextLengthExceeded(
-                f"The required parts of this request need {total:,} tokens but the budget is "
-                f"{budget:,}{window}: {parts}, request overhead {fixed:,}. Shorten the system "
-                "prompt or the last message, or use a model with a larger context window."
-            )
-        sizes = [
-            (it.key, self.tokenizer.count_text(it.text), it.current)
-            for it in required
-            if it.kind is not Kind.OPAQUE and it.text
-        ]
-        cuts = cut_required(sizes, excess, self.marker)
-        problem = f"required parts over the budget by {excess:,} tokens: cut, current turn last"
-        if problem not in self.layout.problems:
-            self.layout.problems.append(problem)
-        decisions: dict[int, Decision] = {}
-        for it in self.items:
-            if not it.required:
-                decisions[it.key] = Decision(
-                    Action.DROP, "no room: the required parts exceed the budget"
-                )
-            elif it.key in cuts:
-                tokens = self.tokenizer.count_text(it.text)
-                kept = self.tokenizer.truncate_text(it.text, tokens - cuts[it.key])
-                after = it.cost - cuts[it.key] + self.marker
-                decisions[it.key] = Decision(
-                    Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
-                )
-            else:
-                decisions[it.key] = Decision(Action.KEEP, "required", tokens=it.cost)
-        return Plan(decisions, reserved, dict(by_section))

@@ -67,12 +67,17 @@ def max_output(body: Body) -> int | None:
 def _untagged(messages: list[Any]) -> bool:
     """No x_context, no inline tag, nothing of an odd shape: nothing to strip or report."""
     for m in messages:
-        if type(m) is not dict or "x_context" in m or not well_shaped(m):
+        if type(m) is not dict or "x_context" in m:
             return False
         content = m.get("content")
         if type(content) is str:
             if "<context" in content:
                 return False
+            # Only a role and a text: well shaped without looking further.
+            if (len(m) != 2 or "role" not in m) and not well_shaped(m):
+                return False
+        elif not well_shaped(m):
+            return False
         elif content is not None and any(
             isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content
         ):

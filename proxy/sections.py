@@ -61,59 +61,7 @@ class _Builder:
         )
         return key
 
-    def plain(self, i: int, message: dict[str, Any], content: str, role: str) -> None:
-        """The common case, kept lean: an untagged text message outside the system prompt."""
-        sh = self.shape
-        if i >= sh.current_start:
-            priority, source = Priority.REQUIRED, "current turn"
-        else:
-            recent = sh.turn_of[i] >= sh.current_turn - self.policy.history.keep_recent
-            priority, source = (Priority.HIGH if recent else Priority.LOW), "default"
-        plain = "tool_calls" not in message and "function_call" not in message
-        items = self.layout.items
-        key = len(items)
-        items.append(
-            Item(
-                key,
-                i,
-                role,
-                Kind.MESSAGE,
-                Section.RECENT_MESSAGES,
-                priority,
-                content,
-                source,
-                current=i >= sh.current_start,
-                plain=plain,
-            )
-        )
-        unit = sh.unit_of[i]
-        self.layout.messages.append(
-            MessageLayout(
-                i,
-                message,
-                message,
-                role,
-                key,
-                [key],
-                [Part(None, [(key, content)])],
-                unit,
-                len(sh.units[unit]) > 1,
-                False,
-            )
-        )
-
     def message(self, i: int, message: Any) -> None:
-        if type(message) is dict and "x_context" not in message:
-            content = message.get("content")
-            role = message.get("role")
-            if (
-                type(content) is str
-                and role in _PLAIN_ROLES
-                and "<context" not in content
-                and (self.checked or well_shaped(message))
-            ):
-                self.plain(i, message, content, role)
-                return
         role = role_of(message)
         protected = role in _SYSTEM_ROLES or i >= self.shape.current_start
         unit = self.shape.unit_of[i]
@@ -218,9 +166,42 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
 
     `checked`: every message is already known to be well shaped (saves a second look)."""
     builder = _Builder(messages, policy, checked)
-    for i, message in enumerate(messages):
-        builder.message(i, message)
     layout = builder.layout
+    sh = builder.shape
+    items, mls = layout.items, layout.messages
+    turn_of, unit_of, start = sh.turn_of, sh.unit_of, sh.current_start
+    sizes = [len(unit) for unit in sh.units]
+    recent_from = sh.current_turn - policy.history.keep_recent
+    required, high, low = Priority.REQUIRED, Priority.HIGH, Priority.LOW
+    kind, section = Kind.MESSAGE, Section.RECENT_MESSAGES
+    for i, message in enumerate(messages):
+        # The common case, kept lean: an untagged text message outside the system prompt.
+        if type(message) is dict and "x_context" not in message:
+            content = message.get("content")
+            role = message.get("role")
+            if (
+                type(content) is str
+                and role in _PLAIN_ROLES
+                and "<context" not in content
+                and (checked or well_shaped(message))
+            ):
+                if i >= start:
+                    priority, source = required, "current turn"
+                else:
+                    priority, source = (high if turn_of[i] >= recent_from else low), "default"
+                plain = "tool_calls" not in message and "function_call" not in message
+                key = len(items)
+                items.append(
+                    Item(key, i, role, kind, section, priority, content, source, None, None,
+                         None, (), i >= start, plain)
+                )  # fmt: skip
+                unit = unit_of[i]
+                mls.append(
+                    MessageLayout(i, message, message, role, key, [key],
+                                  [Part(None, [(key, content)])], unit, sizes[unit] > 1, False)
+                )  # fmt: skip
+                continue
+        builder.message(i, message)
     _unify_groups(layout)
     return layout
 

@@ -92,11 +92,16 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
         if ml.index in moved:
             continue
         base = decisions.get(ml.base)
-        if len(ml.items) == 1 and (base is None or (base.action is keep and base.text is None)):
+        alone = len(ml.items) == 1
+        if alone and (base is None or (base.action is keep and base.text is None)):
             out.append(ml.stripped)  # the common case: a whole message kept as it came
             continue
-        if base is not None and not base.kept and (ml.group or not _any_kept(ml, decisions)):
-            continue
+        if (
+            base is not None
+            and not base.kept
+            and (alone or ml.group or not _any_kept(ml, decisions))
+        ):
+            continue  # alone: its only item is the base, and that is not kept
         out.append(
             render(ml, _replacements(ml, decisions), bare=base is not None and not base.kept)
         )
