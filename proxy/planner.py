@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, cut_required, reservations
+from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, reservations
 from proxy.clusters import Substitution, settle
 from proxy.dedupe import dedupe
-from proxy.errors import ContextLengthExceeded
 from proxy.history import keep_order, query_texts
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
+from proxy.overflow import overflow
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.tag_fields import section_policy
@@ -143,6 +143,8 @@ class Planner:
                 unit_choice[u] = len(choices)
                 choices.append(self._choice(keys, None))
         for it in optional:
+            if it.kind is Kind.MESSAGE:
+                continue  # chosen with its unit above
             if it.kind is Kind.SUMMARY:
                 choice = self._choice((it.key,), None)
                 # A proxy-made summary lives on its section's reservation only: leftover

@@ -177,20 +177,33 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
     for i, message in enumerate(messages):
         # The common case, kept lean: an untagged text message outside the system prompt.
         if type(message) is dict and "x_context" not in message:
-            content = message.get("content")
+            content: Any = message.get("content")
             role = message.get("role")
+            text = type(content) is str
             if (
-                type(content) is str
+                (text or content is None)
                 and role in _PLAIN_ROLES
-                and "<context" not in content
+                and (not text or "<context" not in content)
                 and (checked or well_shaped(message))
             ):
                 if i >= start:
                     priority, source = required, "current turn"
                 else:
                     priority, source = (high if turn_of[i] >= recent_from else low), "default"
-                plain = "tool_calls" not in message and "function_call" not in message
                 key = len(items)
+                if not text:  # a tool call without text: as the general path makes it
+                    plain = not message.get("tool_calls") and not message.get("function_call")
+                    items.append(
+                        Item(key, i, role, kind, section, priority, "", source, None, None,
+                             None, (), i >= start, plain)
+                    )  # fmt: skip
+                    unit = unit_of[i]
+                    mls.append(
+                        MessageLayout(i, message, message, role, key, [key], [], unit,
+                                      sizes[unit] > 1, False)
+                    )  # fmt: skip
+                    continue
+                plain = "tool_calls" not in message and "function_call" not in message
                 items.append(
                     Item(key, i, role, kind, section, priority, content, source, None, None,
                          None, (), i >= start, plain)
