@@ -33,6 +33,7 @@ class Plan:
 
 # A choice's rank by its lead's priority (a required lead only in a group: ranked high).
 _RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
+_OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}  # a drop's reason
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
@@ -55,13 +56,9 @@ class Planner:
         self.cost = {it.key: it.cost for it in layout.items}
         self.text: dict[int, str] = {}  # texts rewritten by dedupe (summary lines removed)
         self.sections = {s: section_policy(policy, s) for s in Section}
-        # Per section: score order, truncatable, recency order (an unbroken run of the newest).
-        self.modes = {
-            s: (
-                p.strategy is Strategy.SCORE,
-                p.overflow is Overflow.TRUNCATE,
-                p.strategy is Strategy.RECENT,
-            )
+        score, recent = Strategy.SCORE, Strategy.RECENT
+        self.modes = {  # per section: score order, truncatable, recency (a run of the newest)
+            s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
             for s, p in self.sections.items()
         }
 
@@ -94,7 +91,8 @@ class Planner:
         for key, (text, _) in found.rewritten.items():
             self.text[key] = text
             old = self.tokenizer.count_text(self.items[key].text)
-            self.cost[key] = max(0, self.cost[key] + self.tokenizer.count_text(text) - old)
+            # From the item's own cost: a re-plan must not take the saving off twice.
+            self.cost[key] = max(0, self.items[key].cost + self.tokenizer.count_text(text) - old)
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
         choices = self._choices([it for it in optional if it.key not in found.removed])
@@ -132,14 +130,26 @@ class Planner:
         unit_choice: dict[int, int] = {}
         optional_keys = {it.key for it in optional}
         messages = layout.messages
+        items, cost, modes = self.items, self.cost, self.modes
         for u, unit in enumerate(layout.units):
             if len(unit) == 1:
-                keys: tuple[int, ...] = (messages[unit[0]].base,)
-                wanted = keys[0] in optional_keys
-            else:
-                keys = tuple(messages[i].base for i in unit)
-                wanted = all(k in optional_keys for k in keys)
-            if wanted:  # else required, or deduped
+                key = messages[unit[0]].base
+                if key not in optional_keys:
+                    continue
+                lead = items[key]
+                score, truncate, recency = modes[lead.section]
+                unit_choice[u] = len(choices)
+                if score or truncate:
+                    choices.append(self._choice((key,), None))
+                else:  # _choice's common case, inlined: this runs per message
+                    order = (-float(lead.msg), -lead.key)
+                    rank, c = _RANKS[lead.priority], cost[key]
+                    choices.append(
+                        Choice((key,), lead.section, rank, order, c, c, None, None, recency)
+                    )
+                continue
+            keys = tuple(messages[i].base for i in unit)
+            if all(k in optional_keys for k in keys):  # else required, or deduped
                 unit_choice[u] = len(choices)
                 choices.append(self._choice(keys, None))
         for it in optional:
@@ -167,15 +177,9 @@ class Planner:
             order: tuple[float, ...] = (-(lead.score or 0.0), -position, -lead.key)
         else:
             order = (-position, -lead.key)
-        priority = lead.priority
-        rank = _RANKS[priority]
-        if len(keys) == 1:
-            cost = self.cost[keys[0]]
-            if not truncate:  # kept whole or dropped: the common case, kept lean
-                return Choice(keys, lead.section, rank, order, cost, cost, host, None, recency)
-        else:
-            cost = sum(self.cost[k] for k in keys)
-        cut = self._cuttable(keys)
+        rank = _RANKS[lead.priority]
+        cost = sum(self.cost[k] for k in keys)
+        cut = self._cuttable(keys) if len(keys) > 1 or truncate else None
         floor = cost
         if cut is not None:
             room = self.tokenizer.count_text(self.text_of(cut)) - MIN_KEPT_TOKENS - self.marker
@@ -241,7 +245,7 @@ class Planner:
                     continue
                 if grant == 0 and host is None and not placed:
                     for key in choice.items:
-                        reason = f"over budget ({items[key].priority.value} priority)"
+                        reason = _OVER_BUDGET[items[key].priority]
                         decisions[key] = Decision(drop, reason)
                     continue
             for key in choice.items:

@@ -76,10 +76,9 @@ def _untagged(messages: list[Any]) -> bool:
             # Only a role and a text: well shaped without looking further.
             if (len(m) != 2 or "role" not in m) and not well_shaped(m):
                 return False
-        elif not well_shaped(m):
-            return False
-        elif content is not None and any(
-            isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content
+        elif not well_shaped(m) or (
+            content is not None
+            and any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
         ):
             return False
     return True
