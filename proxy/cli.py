@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--state", help="shared state, e.g. redis://host:6379/0 (CONTEXT_PROXY_STATE)"
     )
+    serve.add_argument(
+        "--graceful-shutdown-s",
+        type=float,
+        help="seconds SIGTERM waits for requests in flight (CONTEXT_PROXY_GRACEFUL_SHUTDOWN_S)",
+    )
     serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
     serve.set_defaults(func=serve_command)
 
@@ -82,6 +87,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("workers", "WORKERS"),
         ("max_body_mb", "MAX_BODY_MB"),
         ("state", "STATE"),
+        ("graceful_shutdown_s", "GRACEFUL_SHUTDOWN_S"),
     ):
         value = getattr(args, flag, None)
         if value is not None:

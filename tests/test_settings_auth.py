@@ -103,3 +103,15 @@ def test_admin_keys() -> None:
     assert (
         policies.is_admin("adm") and not policies.is_admin("other") and not policies.is_admin(None)
     )
+
+
+def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy.cli import _settings, build_parser
+
+    monkeypatch.setenv("CONTEXT_PROXY_PORT", "9001")
+    monkeypatch.setenv("CONTEXT_PROXY_GRACEFUL_SHUTDOWN_S", "12")
+    args = build_parser().parse_args(["serve", "--port", "9100", "--graceful-shutdown-s", "2.5"])
+    settings = _settings(args)
+    assert settings.port == 9100
+    assert settings.graceful_shutdown_s == 2.5
+    assert _settings(build_parser().parse_args(["serve"])).graceful_shutdown_s == 12
