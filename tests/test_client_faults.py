@@ -6,7 +6,6 @@ import asyncio
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -23,6 +22,7 @@ from proxy.app import create_app
 from proxy.settings import Settings
 from tests.conftest import free_port, serve
 from tests.fault_upstream import REPLY, Conn, FaultUpstream, usage_rows, wait_until
+from tests.processes import serve_command
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(SMALL, stream=True)
@@ -286,18 +286,7 @@ def test_subprocess_proxy_sockets_return_to_baseline_after_disconnects(
     port = free_port()
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "proxy",
-            "serve",
-            "--port",
-            str(port),
-            "--policies",
-            str(policies_dir),
-            "--upstream",
-            fault.url,
-            "--usage-log",
-            str(tmp_path / "usage.jsonl"),
+            *serve_command(port, policies_dir, fault.url, tmp_path / "usage.jsonl"),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

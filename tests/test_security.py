@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from proxy.policy import hash_key
 from tests.conftest import RunningProxy, free_port
 from tests.fault_upstream import FaultUpstream, usage_rows, wait_until
+from tests.processes import serve_command
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(SMALL, stream=True)
@@ -82,18 +82,7 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "proxy",
-                "serve",
-                "--port",
-                str(port),
-                "--policies",
-                str(policies_dir),
-                "--upstream",
-                fault.url,
-                "--usage-log",
-                str(usage),
+                *serve_command(port, policies_dir, fault.url, usage),
                 "--log-level",
                 "debug",
             ],

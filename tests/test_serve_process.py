@@ -18,6 +18,7 @@ import pytest
 from proxy.policy import hash_key
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
+from tests.processes import serve_command
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -44,18 +45,7 @@ def launch(tmp_path: Path, upstream_url: str) -> Iterator[object]:
     def start(policies: Path, *extra: str) -> tuple[str, subprocess.Popen[bytes]]:
         port = free_port()
         cmd = [
-            sys.executable,
-            "-m",
-            "proxy",
-            "serve",
-            "--port",
-            str(port),
-            "--policies",
-            str(policies),
-            "--upstream",
-            upstream_url,
-            "--usage-log",
-            str(tmp_path / "usage.jsonl"),
+            *serve_command(port, policies, upstream_url, tmp_path / "usage.jsonl"),
             *extra,
         ]
         process = subprocess.Popen(

@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ import pytest
 from proxy.usage import iter_records
 from tests.conftest import free_port
 from tests.fault_upstream import FaultUpstream, read_rows, wait_until
+from tests.processes import serve_command
 
 STREAM = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -40,18 +40,7 @@ def launch(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator
         port = free_port()
         process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "proxy",
-                "serve",
-                "--port",
-                str(port),
-                "--policies",
-                str(policies_dir),
-                "--upstream",
-                fault.url,
-                "--usage-log",
-                str(tmp_path / "usage.jsonl"),
+                *serve_command(port, policies_dir, fault.url, tmp_path / "usage.jsonl"),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
