@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
@@ -222,7 +222,7 @@ async def relay_stream(
     upstream: UpstreamResponse,
     tokenizer: Tokenizer,
     client_wants_usage: bool,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes]:
     """Pass events on as they arrive; on a break, one error event and a clean end."""
     tap = StreamTap(client_wants_usage)
     status, error = 200, None
@@ -238,7 +238,7 @@ async def relay_stream(
         status = 504 if exc.timed_out else 502
         error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
         yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, GeneratorExit):  # the client left mid-stream
         status, error = 499, "client_disconnected"
         raise
     finally:

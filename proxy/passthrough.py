@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from urllib.parse import unquote
 
 from starlette.requests import ClientDisconnect, Request
@@ -67,7 +67,7 @@ async def forward(request: Request) -> Response:
         services.metrics.observe_passthrough(route_group(path), 499, time.perf_counter() - started)
         return Response(status_code=499)
 
-    async def relay() -> AsyncIterator[bytes]:
+    async def relay() -> AsyncGenerator[bytes]:
         status = upstream.status
         try:
             async for chunk in upstream.chunks():

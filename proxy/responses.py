@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, Mapping
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError
 
@@ -30,15 +32,63 @@ def plain(
     return response
 
 
+class Relayed(Response):
+    """A streamed answer, relayed piece by piece as the upstream sends it.
+
+    Starlette's StreamingResponse opens an anyio task group per response to notice a client
+    leaving; here one listener task does it, cancelling the relay at once, so the upstream
+    request is closed promptly. The relay generator is always closed before this returns:
+    its cleanup (usage row, upstream connection) runs on every path.
+    """
+
+    def __init__(
+        self, status: int, raw_headers: list[tuple[bytes, bytes]], chunks: AsyncGenerator[bytes]
+    ) -> None:
+        self.status_code = status
+        self.raw_headers = raw_headers
+        self.background = None
+        self._chunks = chunks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gone = False
+
+        async def listen() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            task.cancel()
+
+        listener = asyncio.ensure_future(listen())
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            async for chunk in self._chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            task.uncancel()  # the client left: nothing more to send, nothing went wrong here
+        finally:
+            listener.cancel()
+            await self._chunks.aclose()
+
+
 def streamed(
     status: int,
     headers: list[tuple[str, str]],
-    chunks: AsyncIterator[bytes],
+    chunks: AsyncGenerator[bytes],
     extra: Mapping[str, str] | None = None,
-) -> StreamingResponse:
-    response = StreamingResponse(chunks, status_code=status)
-    response.raw_headers = _raw(headers, extra or {})
-    return response
+) -> Relayed:
+    return Relayed(status, _raw(headers, extra or {}), chunks)
 
 
 def error(exc: ProxyError, extra: Mapping[str, str] | None = None) -> Response:
