@@ -35,10 +35,6 @@ class Choice:
     cut: int | None = None  # the item a cut shortens (planner bookkeeping; unused here)
     contiguous: bool = False  # recency order: once one does not fit, later ones wait
 
-    @property
-    def truncatable(self) -> bool:
-        return self.floor < self.cost
-
 
 def compute_budget(
     window: int | None, ratio: float, reserve_output: bool, max_output: int | None

@@ -18,7 +18,6 @@ class PolicyStore:
     def __init__(self, directory: str, initial: PolicySet) -> None:
         self.directory = directory
         self.current = initial
-        self.generation = 0
 
     @classmethod
     def load(cls, directory: str) -> PolicyStore:
@@ -37,7 +36,6 @@ class PolicyStore:
                 log.error("policy problem: %s", problem)
             return False
         self.current = fresh
-        self.generation += 1
         log.info("policies reloaded", extra={"teams": [p.team for p in fresh.all()]})
         return True
 

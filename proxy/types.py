@@ -5,7 +5,6 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Protocol
 
-JSON = Any
 Message = dict[str, Any]
 Body = dict[str, Any]
 

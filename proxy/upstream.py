@@ -76,9 +76,8 @@ def clean_headers(
 class UpstreamResponse:
     """An upstream answer whose body is read whole (`read`) or piece by piece (`chunks`)."""
 
-    def __init__(self, response: aiohttp.ClientResponse, read_timeout_s: float) -> None:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
-        self._read_timeout_s = read_timeout_s
         self.status = response.status
         self.headers = clean_headers(response.headers)
         self.content_type = response.headers.get("content-type", "")
@@ -210,4 +209,4 @@ class Upstream:
             raise UpstreamUnreachable(
                 "the request to the upstream could not be built; check upstream.base_url"
             ) from exc
-        return UpstreamResponse(response, timeouts.total_s)
+        return UpstreamResponse(response)
