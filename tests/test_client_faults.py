@@ -22,7 +22,7 @@ from proxy.app import create_app
 from proxy.settings import Settings
 from tests.conftest import free_port, serve
 from tests.fault_upstream import REPLY, Conn, FaultUpstream, usage_rows, wait_until
-from tests.processes import serve_command
+from tests.processes import healthy, serve_command
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(SMALL, stream=True)
@@ -294,7 +294,7 @@ def test_subprocess_proxy_sockets_return_to_baseline_after_disconnects(
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: _healthy(url), 20)
+        assert wait_until(lambda: healthy(url), 20)
         with httpx.Client() as client:  # warm up: one of each kind, then close our side
             assert client.post(url + "/v1/chat/completions", json=SMALL).status_code == 200
             with client.stream("POST", url + "/v1/chat/completions", json=STREAM) as r:
@@ -315,10 +315,3 @@ def test_subprocess_proxy_sockets_return_to_baseline_after_disconnects(
     finally:
         process.kill()
         process.wait()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -18,8 +17,8 @@ import yaml
 from proxy.policy_load import load_policy_dir
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
+from tests.processes import serve_command, wait_ready
 from tests.redis_server import RedisServer, running_redis
-from tests.test_serve_process import wait_ready
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 TOKENS = 18  # the fake upstream's usage.total_tokens for every answer
@@ -42,12 +41,9 @@ def replica(tmp_path: Path, upstream_url: str, redis_server: RedisServer) -> Ite
 
     def start(policies: Path) -> str:
         port = free_port()
-        cmd = [sys.executable, "-m", "proxy", "serve", "--port", str(port)]
-        cmd += ["--policies", str(policies), "--upstream", upstream_url]
-        cmd += ["--usage-log", str(tmp_path / f"usage-{port}.jsonl")]
-        cmd += ["--state", redis_server.url]
+        usage_log = tmp_path / f"usage-{port}.jsonl"
         process = subprocess.Popen(
-            cmd,
+            serve_command(port, policies, upstream_url, usage_log, "--state", redis_server.url),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             cwd=Path(__file__).resolve().parent.parent,

@@ -17,7 +17,7 @@ import pytest
 from proxy.policy import hash_key
 from tests.conftest import RunningProxy, free_port
 from tests.fault_upstream import FaultUpstream, usage_rows, wait_until
-from tests.processes import serve_command
+from tests.processes import healthy, serve_command
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(SMALL, stream=True)
@@ -94,7 +94,7 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
     url = f"http://127.0.0.1:{port}"
     responses: list[httpx.Response] = []
     try:
-        assert wait_until(lambda: _healthy(url), 20)
+        assert wait_until(lambda: healthy(url), 20)
         good, bad = credential_headers(PROXY_KEY), credential_headers(WRONG_KEY)
         with httpx.Client(timeout=8) as client:
             for mode in (
@@ -161,13 +161,6 @@ def test_no_secret_in_logs_responses_or_upstream_requests(
             assert secret not in sent, f"{secret} sent upstream"
         assert conn.headers.get("authorization") == f"Bearer {UPSTREAM_SECRET}"
         assert "proxy-authorization" not in conn.headers
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def key_proxy(

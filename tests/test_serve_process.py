@@ -18,24 +18,9 @@ import pytest
 from proxy.policy import hash_key
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
-from tests.processes import serve_command
+from tests.processes import serve_command, wait_ready
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"proxy exited early: {process.stderr.read() if process.stderr else ''!r}"
-            )
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError("proxy did not become ready")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from proxy.usage import iter_records
 from tests.conftest import free_port
 from tests.fault_upstream import FaultUpstream, read_rows, wait_until
-from tests.processes import serve_command
+from tests.processes import healthy, serve_command
 
 STREAM = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -49,7 +49,7 @@ def launch(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator
         )
         processes.append(process)
         url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: _healthy(url) or process.poll() is not None, 20)
+        assert wait_until(lambda: healthy(url) or process.poll() is not None, 20)
         assert process.poll() is None, "the proxy exited at start"
         return url, process
 
@@ -59,13 +59,6 @@ def launch(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator
         if process.poll() is None:
             process.kill()
             process.wait()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def test_sigterm_lets_a_stream_in_flight_finish(
@@ -97,7 +90,7 @@ def test_sigterm_refuses_new_connections_while_draining(
         chunks = response.iter_raw()
         next(chunks)
         process.send_signal(signal.SIGTERM)
-        assert wait_until(lambda: not _healthy(url), 2)
+        assert wait_until(lambda: not healthy(url), 2)
         assert b"".join(chunks).endswith(b"data: [DONE]\n\n")
     assert process.wait(timeout=10) == 0
 
