@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
+from typing import cast
 
-from proxy.relevance_terms import STOPWORDS, Entry, TermIndex, stem, terms
+import numpy as np
+from numpy.typing import NDArray
+
+from proxy.relevance_terms import STOPWORDS, DocTerms, TermIndex, stem, terms
 
 __all__ = ["STOPWORDS", "TermIndex", "expand_neighbors", "score_history", "stem", "terms"]
 
@@ -69,110 +72,114 @@ def score_history(
     """
     n = len(documents)
     index = index or TermIndex()
+    # Held throughout: the ids and names read here are only stable under the lock.
     with index.lock:
-        query_terms: dict[str, float] = {}
+        index.begin()
+        query_terms: dict[int, float] = {}
         if context_weight > 0:
-            around = dict.fromkeys(index.terms(context))
+            around = dict.fromkeys(index.term_ids(context))
             share = context_weight * min(1.0, CONTEXT_TERMS / (len(around) or 1))
             query_terms = dict.fromkeys(around, share)
-        asked = index.terms(query)
+        asked = index.term_ids(query)
         query_terms.update(dict.fromkeys(asked, 1.0))
         if n == 0 or not query_terms:
             return [0.0] * n
-        stats = [index.entry(doc) for doc in documents]
-        hits = _hits(stats, index.words_for(query_terms))
-    lengths = [length for _, length, _ in stats]
-    avg = sum(lengths) / n or 1.0
-    scores = _bm25(hits, lengths, avg, _idf(hits, query_terms, n))
-    if feedback > 0:
-        with index.lock:
-            extra = _feedback(stats, scores, query_terms, index, n)
-        scores = [
-            s + x
-            for s, x in zip(scores, _bm25(extra[0], lengths, avg, extra[1], feedback), strict=True)
-        ]
+        docs = [index.entry(doc) for doc in documents]
+        found = Collection(docs, index.slots())
+        scores = found.bm25(query_terms)
+        if feedback > 0:
+            extra = _feedback_terms(found, scores, query_terms, index.names)
+            if extra:
+                scores += found.bm25(extra, feedback)
     out = _spread(scores, spread)
     named = set(asked)
     if speaker and named:
-        for i, (_, _, label) in enumerate(stats):
-            if label and not label.isdisjoint(named):
+        for i, doc in enumerate(docs):
+            if doc.label and not doc.label.isdisjoint(named):
                 out[i] *= 1.0 + speaker
-    return out
+    return cast(list[float], out.tolist())
 
 
-def _hits(stats: Sequence[Entry], matching: dict[str, str]) -> list[dict[str, int]]:
-    """Each document's count of each matched term."""
-    hits: list[dict[str, int]] = []
-    wanted = matching.keys()
-    for counts, _, _ in stats:
-        found: dict[str, int] = {}
-        # The intersection runs in C over the smaller side: most turns share few words.
-        for w in counts.keys() & wanted:
-            t = matching[w]
-            found[t] = found.get(t, 0) + counts[w]
-        hits.append(found)
-    return hits
+class Collection:
+    """A request's history items as flat arrays: every (document, term) pair once."""
+
+    def __init__(self, docs: Sequence[DocTerms], slots: NDArray[np.int32]) -> None:
+        self.docs = docs
+        self.n = n = len(docs)
+        ids, tfs, words, _ = zip(*docs, strict=True) if docs else ((), (), (), ())
+        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        self.tfs = np.concatenate(tfs).astype(np.float64) if tfs else np.zeros(0, np.float64)
+        self.doc = np.repeat(np.arange(n), np.fromiter(map(len, ids), np.intp, n))
+        lengths = np.array(words, np.float64)
+        avg = float(lengths.sum()) / n or 1.0
+        # K1 * (1 - B + B * length / avg): BM25's length normalization of each document.
+        self.norms = K1 * (1.0 - B) + (K1 * B / avg) * lengths
+        self._slots = slots
+
+    def find(self, terms: NDArray[np.int32]) -> tuple[NDArray[np.bool_], NDArray[np.int32]]:
+        """Which pairs have one of `terms`, and for those, that term's place in `terms`."""
+        # A table over all term ids (zero everywhere but here) answers for every pair at
+        # once, by one gather: no sort, no search.
+        self._slots[terms] = np.arange(1, len(terms) + 1, dtype=np.int32)
+        place = self._slots[self.ids]
+        self._slots[terms] = 0
+        hit = place > 0
+        return hit, place[hit] - 1
+
+    def idf(self, terms: NDArray[np.int32]) -> NDArray[np.float64]:
+        """BM25's idf of each of `terms` in these documents."""
+        _, where = self.find(terms)
+        df = np.bincount(where, minlength=len(terms))
+        # The +1 inside the log keeps idf positive even for a term in every document.
+        return cast(NDArray[np.float64], np.log1p((self.n - df + 0.5) / (df + 0.5)))
+
+    def bm25(self, weights: dict[int, float], scale: float = 1.0) -> NDArray[np.float64]:
+        """Every document's BM25 for the terms `weights` (term id: weight), times `scale`."""
+        k = len(weights)
+        terms = np.fromiter(weights.keys(), np.int32, k)
+        hit, where = self.find(terms)
+        df = np.bincount(where, minlength=k)
+        w = np.fromiter(weights.values(), np.float64, k)
+        factor = (scale * (K1 + 1.0)) * w * np.log1p((self.n - df + 0.5) / (df + 0.5))
+        tf = self.tfs[hit]
+        doc = self.doc[hit]
+        gains = factor[where] * tf / (tf + self.norms[doc])
+        # bincount adds in array order: the same total on every run and every replica. (With
+        # no pair at all it answers integers, hence the cast.)
+        totals = np.bincount(doc, weights=gains, minlength=self.n)
+        return totals.astype(np.float64, copy=False)
 
 
-def _idf(hits: Sequence[dict[str, int]], weights: dict[str, float], n: int) -> dict[str, float]:
-    """Each matched term's idf times its query weight."""
-    df: dict[str, int] = {}
-    for found in hits:
-        for t in found:
-            df[t] = df.get(t, 0) + 1
-    # The +1 inside the log keeps idf positive even for a term in every document.
-    return {t: weights[t] * math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+def _feedback_terms(
+    found: Collection, scores: NDArray[np.float64], query: dict[int, float], names: list[str]
+) -> dict[int, float]:
+    """The feedback terms (see FEEDBACK_DOCS), each at weight 1."""
+    scored = np.flatnonzero(scores > 0)
+    # Best first; among equals, the newer first.
+    best = scored[np.lexsort((-scored, -scores[scored]))][:FEEDBACK_DOCS]
+    if len(best) == 0:
+        return {}
+    pool = np.concatenate([found.docs[i].ids for i in best])
+    asked = np.fromiter(query, np.int32, len(query))
+    pool = pool[~np.isin(pool, asked)]
+    candidates, seen = np.unique(pool, return_counts=True)
+    common = seen >= 2
+    candidates, seen = candidates[common], seen[common]
+    if len(candidates) == 0:
+        return {}
+    rank = seen * found.idf(candidates)
+    order = sorted(range(len(candidates)), key=lambda k: (-rank[k], names[candidates[k]]))
+    return {int(candidates[k]): 1.0 for k in order[:FEEDBACK_TERMS]}
 
 
-def _bm25(
-    hits: Sequence[dict[str, int]],
-    lengths: Sequence[int],
-    avg: float,
-    idf: dict[str, float],
-    weight: float = 1.0,
-) -> list[float]:
-    scores: list[float] = []
-    for found, length in zip(hits, lengths, strict=True):
-        if not found:
-            scores.append(0.0)
-            continue
-        norm = K1 * (1.0 - B + B * length / avg)
-        total = sum(idf[t] * tf * (K1 + 1.0) / (tf + norm) for t, tf in found.items())
-        scores.append(weight * total)
-    return scores
-
-
-def _feedback(
-    stats: Sequence[Entry],
-    scores: Sequence[float],
-    query_terms: dict[str, float],
-    index: TermIndex,
-    n: int,
-) -> tuple[list[dict[str, int]], dict[str, float]]:
-    """The feedback terms' hits in every document and their idf (see FEEDBACK_DOCS)."""
-    best = sorted((i for i in range(n) if scores[i] > 0), key=lambda i: (-scores[i], -i))
-    seen: dict[str, int] = {}
-    for i in best[:FEEDBACK_DOCS]:
-        for t in {index.term(w) for w in stats[i][0]}:
-            if t not in query_terms:
-                seen[t] = seen.get(t, 0) + 1
-    candidates = {t: 1.0 for t, c in seen.items() if c >= 2}
-    if not candidates:
-        return [{} for _ in range(n)], {}
-    hits = _hits(stats, index.words_for(candidates))
-    idf = _idf(hits, candidates, n)
-    chosen = set(sorted(idf, key=lambda t: (-seen[t] * idf[t], t))[:FEEDBACK_TERMS])
-    return [{t: c for t, c in h.items() if t in chosen} for h in hits], idf
-
-
-def _spread(scores: list[float], weights: Sequence[float]) -> list[float]:
-    out = list(scores)
+def _spread(scores: NDArray[np.float64], weights: Sequence[float]) -> NDArray[np.float64]:
+    out = scores.copy()
     for d, w in enumerate(weights, 1):
         if d >= len(scores):
             break
         # Item i gains w * scores[i - d] (the one before) and w * scores[i + d] (after).
-        out[d:] = [o + w * x for o, x in zip(out[d:], scores, strict=False)]
-        out[:-d] = [o + w * x for o, x in zip(out[:-d], scores[d:], strict=False)]
+        out[d:] += w * scores[:-d]
+        out[:-d] += w * scores[d:]
     return out
 
 
