@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -181,14 +182,22 @@ class TermIndex:
     Clients resend the whole history every turn, so each turn's words are read once and
     the next request only looks them up. Terms are numbered, and each document keeps its
     term ids and counts as arrays, so that scoring a request is a few array operations over
-    all its documents at once. Bounded: past `max_documents` the least recently used
-    documents go, past `max_words` distinct words and terms everything starts over. The
-    lock makes it safe for plans that run in worker threads.
+    all its documents at once. Bounded: past `max_documents` documents, or `max_bytes` of
+    them (their text, which is the key, and their arrays), the least recently used go;
+    past `max_words` distinct words and terms everything starts over, between requests.
+    The lock makes it safe for plans that run in worker threads.
     """
 
-    def __init__(self, max_documents: int = 100_000, max_words: int = 500_000) -> None:
+    def __init__(
+        self,
+        max_documents: int = 100_000,
+        max_words: int = 200_000,
+        max_bytes: int = 64 * 2**20,
+    ) -> None:
         self._max_documents = max_documents
         self._max_words = max_words
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._docs: OrderedDict[str, DocTerms] = OrderedDict()
         self._words: dict[str, int] = {}  # word -> term id, _STOP for a stopword
         self._ascii_words: dict[bytes, int] = {}  # the same for ASCII words, as bytes
@@ -220,8 +229,9 @@ class TermIndex:
         both = np.fromiter(chain(counts.keys(), counts.values()), np.int64, 2 * size)
         entry = DocTerms(both[:size], both[size:], length, speaker)
         self._docs[doc] = entry
-        if len(self._docs) > self._max_documents:
-            self._docs.popitem(last=False)
+        self._bytes += _footprint(doc, entry)
+        while len(self._docs) > self._max_documents or self._bytes > self._max_bytes:
+            self._bytes -= _footprint(*self._docs.popitem(last=False))
         return entry
 
     def counts(self, doc: str) -> dict[str, int]:
@@ -293,7 +303,13 @@ class TermIndex:
     def _forget(self) -> None:
         """Start over: the documents' arrays hold ids that are about to be reused."""
         self._docs.clear()
+        self._bytes = 0
         self._words.clear()
         self._ascii_words.clear()
         self._ids.clear()
         del self.names[1:]
+
+
+def _footprint(doc: str, entry: DocTerms) -> int:
+    """About what a document costs the index: its text, its arrays, the objects around."""
+    return sys.getsizeof(doc) + 2 * entry.ids.nbytes + 400

@@ -374,3 +374,13 @@ def test_scratch_table_left_clean() -> None:
     index = TermIndex()
     score_history("adoption lake painting", HISTORY, context="the sunset", index=index)
     assert not index.slots().any()
+
+
+def test_documents_are_bounded_by_size() -> None:
+    index = TermIndex(max_bytes=20_000)
+    docs = [f"turn {i} " + "word " * 200 for i in range(40)]
+    for doc in docs:
+        index.entry(doc)
+    kept = list(index._docs)
+    assert 0 < len(kept) < 40 and kept == docs[-len(kept) :]  # the newest stay
+    assert score_history("turn", docs, index=index) == score_history("turn", docs)
