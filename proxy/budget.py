@@ -65,11 +65,12 @@ def allocate(
 ) -> list[int]:
     """Tokens granted to each choice: its cost (kept), less (cut to that), or 0 (dropped)."""
     grants = [0] * len(choices)
+    keys = [(choice.rank, choice.order) for choice in choices]
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
     for c, choice in enumerate(choices):
         by_section[choice.section].append(c)
     for members in by_section.values():
-        members.sort(key=lambda c: (choices[c].rank, choices[c].order))
+        members.sort(key=keys.__getitem__)  # stable: ties keep the given order
     pool = available
     # Reservations, sections by their default priority: a section's share is its own.
     for section in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
@@ -93,14 +94,19 @@ def allocate(
             room -= grant
             pool -= grant
     # Leftovers, by priority, then section order: partly granted choices grow first.
+    # A section's members are sorted by rank first, so each rank is one run of them.
+    runs: dict[tuple[int, Section], list[int]] = {}
+    for section in SECTIONS:
+        for c in by_section[section]:
+            runs.setdefault((choices[c].rank, section), []).append(c)
     for rank in (1, 2, 3):
         for section in SECTIONS:
-            for c in by_section[section]:
+            for c in runs.get((rank, section), ()):
                 if pool <= 0:
                     return grants
                 choice = choices[c]
                 need = choice.cost - grants[c]
-                if choice.rank != rank or need == 0:
+                if need == 0:
                     continue
                 if need <= pool:
                     grants[c] += need

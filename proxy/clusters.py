@@ -34,30 +34,35 @@ def find_members(
     layout: Layout, choices: Sequence[Choice], choice_of: dict[int, int]
 ) -> dict[int, list[int]]:
     """Each summary choice -> the optional items it stands for (only summaries with some)."""
-    items = layout.items
+    items, spans, summary = layout.items, layout.spans, Kind.SUMMARY
+    # The summaries first: most requests have none, and then nothing else need be looked at.
+    candidates = [
+        (c, it)
+        for c, choice in enumerate(choices)
+        if len(choice.items) == 1
+        and (((it := items[choice.items[0]]).kind is summary and it.key in spans) or it.summary_of)
+    ]
+    if not candidates:
+        return {}
+    keys = sorted(choice_of)
     clusters: dict[str, list[int]] = {}
-    for key in sorted(choice_of):
+    for key in keys:
         it = items[key]
-        if it.cluster is not None and not it.summary_of and it.kind is not Kind.SUMMARY:
+        if it.cluster is not None and not it.summary_of and it.kind is not summary:
             clusters.setdefault(it.cluster, []).append(key)
     out: dict[int, list[int]] = {}
-    for c, choice in enumerate(choices):
-        if len(choice.items) != 1:
-            continue
-        it = items[choice.items[0]]
-        if it.kind is Kind.SUMMARY and it.key in layout.spans:
-            start, end = layout.spans[it.key]
+    for c, it in candidates:
+        if it.kind is summary and it.key in spans:
+            start, end = spans[it.key]
             members = [
                 k
-                for k in sorted(choice_of)
+                for k in keys
                 if start <= items[k].msg < end
-                and items[k].kind is not Kind.SUMMARY
+                and items[k].kind is not summary
                 and not items[k].summary_of
             ]
-        elif it.summary_of:
-            members = sorted({k for name in it.summary_of for k in clusters.get(name, ())})
         else:
-            continue
+            members = sorted({k for name in it.summary_of for k in clusters.get(name, ())})
         if members:
             out[c] = members
     return out
@@ -68,21 +73,25 @@ def settle(
 ) -> Substitution:
     """Allocate (`run` over the active choice indexes) until summaries and hosts agree."""
     sub = Substitution()
+    choice_of = sub.choice_of
     for c, choice in enumerate(choices):
         for key in choice.items:
-            sub.choice_of[key] = c
-    sub.members = find_members(layout, choices, sub.choice_of)
+            choice_of[key] = c
+    sub.members = find_members(layout, choices, choice_of)
+    hosted = [(c, choice.host) for c, choice in enumerate(choices) if choice.host is not None]
     for _ in range(_ROUNDS):
-        active = [
-            c
-            for c in range(len(choices))
-            if c not in sub.excluded and (c not in sub.members or c in sub.active)
-        ]
+        if sub.excluded or sub.members:
+            active = [
+                c
+                for c in range(len(choices))
+                if c not in sub.excluded and (c not in sub.members or c in sub.active)
+            ]
+        else:  # the common case: nothing left out, no summary waiting
+            active = list(range(len(choices)))
         sub.grants = dict(zip(active, run(active), strict=True))
         changed = False
-        for c in active:
-            host = choices[c].host
-            if host is not None and sub.grants.get(host, 0) == 0 and sub.grants[c] > 0:
+        for c, host in hosted:
+            if c in sub.grants and sub.grants.get(host, 0) == 0 and sub.grants[c] > 0:
                 sub.excluded.add(c)  # a block cannot outlive the tool group it sits in
                 changed = True
         for c in sub.members:

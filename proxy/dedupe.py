@@ -68,7 +68,10 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
             for it in same:
                 if it is not keep and not it.required:
                     result.removed[it.key] = f"duplicate id {ident!r} (kept: message {keep.msg})"
-    by_text: dict[tuple[str, str], list[Item]] = {}
+    # The first item of each content, and the rest only where there is a repeat: most
+    # items are unique, and a list per item would cost more than the comparison.
+    first: dict[tuple[str, str], Item] = {}
+    repeats: dict[tuple[str, str], list[Item]] = {}
     removed, required = result.removed, Priority.REQUIRED
     for it in items:  # runs per item: the property and _content_key's common case inlined
         if not it.plain or (
@@ -76,14 +79,18 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
         ):
             continue
         if it.tag in ("default", "current turn"):
-            if len(it.text) >= MIN_REPEAT_CHARS:
-                by_text.setdefault((it.role, it.text), []).append(it)
+            if len(it.text) < MIN_REPEAT_CHARS:
+                continue
+            key: tuple[str, str] | None = (it.role, it.text)
+        else:
+            key = _content_key(it)
+        if key is None:
             continue
-        key = _content_key(it)
-        if key is not None:
-            by_text.setdefault(key, []).append(it)
-    for same in by_text.values():
-        if len(same) > 1 and any(not it.required for it in same):
+        seen = first.setdefault(key, it)
+        if seen is not it:
+            repeats.setdefault(key, [seen]).append(it)
+    for same in sorted(repeats.values(), key=lambda same: same[0].key):  # first-seen order
+        if any(not it.required for it in same):
             keep = _keeper(same)
             for it in same:
                 if it is not keep and not it.required:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, reservations
 from proxy.clusters import Substitution, settle
-from proxy.dedupe import dedupe
+from proxy.dedupe import Dedupe, dedupe
 from proxy.history import keep_order, query_texts
 from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.overflow import overflow
@@ -57,6 +57,7 @@ class Planner:
         self.text: dict[int, str] = {}  # texts rewritten by dedupe (summary lines removed)
         self.sections = {s: section_policy(policy, s) for s in Section}
         score, recent = Strategy.SCORE, Strategy.RECENT
+        self._prepared: tuple[Dedupe, list[Choice]] | None = None  # dedupe, and the choices
         self.modes = {  # per section: score order, truncatable, recency (a run of the newest)
             s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
             for s, p in self.sections.items()
@@ -81,21 +82,28 @@ class Planner:
             over = (-available, budget, fixed, self.marker)
             cut = overflow(self.layout, self.policy, self.tokenizer, self.window, required, over)
             return Plan(cut, reserved, dict(by_section))
+        keep = Action.KEEP
         decisions = {
             it.key: Decision(
-                Action.KEEP, "required (current turn)" if it.current else "required", tokens=it.cost
+                keep, "required (current turn)" if it.current else "required", None, it.cost
             )
             for it in required
         }
-        found = dedupe(self.layout, self._dedupable(optional))
-        for key, (text, _) in found.rewritten.items():
-            self.text[key] = text
-            old = self.tokenizer.count_text(self.items[key].text)
-            # From the item's own cost: a re-plan must not take the saving off twice.
-            self.cost[key] = max(0, self.items[key].cost + self.tokenizer.count_text(text) - old)
+        if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
+            found = dedupe(self.layout, self._dedupable(optional))
+            for key, (text, _) in found.rewritten.items():
+                self.text[key] = text
+                old = self.tokenizer.count_text(self.items[key].text)
+                # From the item's own cost: a re-plan must not take the saving off twice.
+                self.cost[key] = max(
+                    0, self.items[key].cost + self.tokenizer.count_text(text) - old
+                )
+            removed = found.removed
+            choices = self._choices([it for it in optional if it.key not in removed])
+            self._prepared = found, choices
+        found, choices = self._prepared
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
-        choices = self._choices([it for it in optional if it.key not in found.removed])
         ranks = {s: self.sections[s].priority.rank for s in Section}
         left = reservations(budget, ratios, by_section)
 
@@ -202,21 +210,29 @@ class Planner:
 
     def _history_order(self, choices: list[Choice]) -> list[Choice]:
         """Older conversation (low priority recent_messages) in relevance order, if on."""
-        older = [
-            c
-            for c, ch in enumerate(choices)
-            if ch.section is Section.RECENT_MESSAGES and ch.rank == Priority.LOW.rank
-        ]
         history = self.policy.history
-        if not older or history.relevance != "bm25":
+        if history.relevance != "bm25":
             return choices
-        texts = [" ".join(self.text_of(k) for k in choices[c].items) for c in older]
-        positions = [self.items[choices[c].items[0]].msg for c in older]
-        query, context = query_texts(self.items)
+        section, low = Section.RECENT_MESSAGES, Priority.LOW.rank
+        older = [ch for ch in choices if ch.section is section and ch.rank == low]
+        if not older:
+            return choices
+        items, text = self.items, self.text
+        texts: list[str] = []
+        positions: list[int] = []
+        for ch in older:  # runs per older turn: text_of inlined
+            keys = ch.items
+            if len(keys) == 1:
+                k = keys[0]
+                texts.append(text[k] if k in text else items[k].text)
+            else:
+                texts.append(" ".join(self.text_of(k) for k in keys))
+            positions.append(items[keys[0]].msg)
+        query, context = query_texts(items)
         rank = keep_order(texts, positions, query, context, history.neighbors, self.terms)
-        for c, r in zip(older, rank, strict=True):
-            choices[c].order = (float(r),)
-            choices[c].contiguous = False
+        for ch, r in zip(older, rank, strict=True):
+            ch.order = (float(r),)
+            ch.contiguous = False
         return choices
 
     def _decide(
@@ -233,6 +249,10 @@ class Planner:
                     placed.setdefault(k, choices[c].items[0])
         grants, members, cost, items = sub.grants, sub.members, self.cost, self.items
         keep, drop = Action.KEEP, Action.DROP
+        # Decisions are never changed once made: equal ones are shared (one per cost kept,
+        # one per priority dropped) rather than made per item of a long history.
+        kept: dict[int, Decision] = {}
+        dropped = {p: Decision(drop, reason) for p, reason in _OVER_BUDGET.items()}
         for c, choice in enumerate(choices):
             grant = grants.get(c, 0)
             host = choice.host
@@ -241,12 +261,15 @@ class Planner:
             if c not in members:  # the common cases, kept lean: kept whole, or dropped
                 if grant > 0 and grant == choice.cost and not rewritten:
                     for key in choice.items:
-                        decisions[key] = Decision(keep, "fits the budget", None, cost[key])
+                        tokens = cost[key]
+                        d = kept.get(tokens)
+                        if d is None:
+                            d = kept[tokens] = Decision(keep, "fits the budget", None, tokens)
+                        decisions[key] = d
                     continue
                 if grant == 0 and host is None and not placed:
                     for key in choice.items:
-                        reason = _OVER_BUDGET[items[key].priority]
-                        decisions[key] = Decision(drop, reason)
+                        decisions[key] = dropped[items[key].priority]
                     continue
             for key in choice.items:
                 decisions[key] = self._item_decision(c, choice, key, grant, sub, placed, rewritten)

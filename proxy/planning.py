@@ -66,22 +66,45 @@ def max_output(body: Body) -> int | None:
 
 def _untagged(messages: list[Any]) -> bool:
     """No x_context, no inline tag, nothing of an odd shape: nothing to strip or report."""
-    for m in messages:
-        if type(m) is not dict or "x_context" in m:
-            return False
-        content = m.get("content")
-        if type(content) is str:
-            if "<context" in content:
-                return False
-            # Only a role and a text: well shaped without looking further.
-            if (len(m) != 2 or "role" not in m) and not well_shaped(m):
-                return False
-        elif not well_shaped(m) or (
-            content is not None
-            and any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
-        ):
-            return False
-    return True
+    return all(_plain(m) for m in messages)
+
+
+def _plain(m: Any) -> bool:
+    """One message of `_untagged`'s kind."""
+    if type(m) is not dict or "x_context" in m:
+        return False
+    content = m.get("content")
+    if type(content) is str:
+        # Only a role and a text: well shaped without looking further.
+        return _no_tag(content) and ((len(m) == 2 and "role" in m) or well_shaped(m))
+    return well_shaped(m) and (
+        content is None
+        or not any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
+    )
+
+
+def _no_tag(text: str) -> bool:
+    # A search for one character is several times faster than for "<context", and most
+    # texts have no "<" at all.
+    return "<" not in text or "<context" not in text
+
+
+def _untagged_counts(messages: list[Any], tokenizer: Tokenizer) -> list[int] | None:
+    """Each message's count when `_untagged(messages)`, else None: one pass for both."""
+    counts: list[int] = []
+    count = tokenizer.count_message
+    for m in messages:  # _plain's common case inlined: this runs per message
+        if (
+            type(m) is dict
+            and len(m) == 2
+            and type(content := m.get("content")) is str
+            and "role" in m
+            and ("<" not in content or "<context" not in content)
+        ) or _plain(m):
+            counts.append(count(m))
+        else:
+            return None
+    return counts
 
 
 def plan_request(
@@ -104,9 +127,9 @@ def plan_request(
     )
     totals = (budget, context_window)
     names = (tokenizer.name, tokenizer.estimated)
-    if not policy.visibility.prompt_report and _untagged(messages):
+    known = None if policy.visibility.prompt_report else _untagged_counts(messages, tokenizer)
+    if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
-        known = [tokenizer.count_message(m) for m in messages]
         before = sum(known) + overhead(tokenizer, body, messages)
         if budget is None or before <= budget:
             return _outcome(
@@ -121,10 +144,8 @@ def plan_request(
                 names,
                 lambda: _report(messages, policy, tokenizer, totals, before, names),
             )
-    else:
-        known = []
-    layout = build_layout(messages, policy, checked=bool(known))
-    full = measure(layout, tokenizer, known)
+    layout = build_layout(messages, policy, checked=known is not None)
+    full = measure(layout, tokenizer, known or ())
     stripped = [ml.stripped for ml in layout.messages]
     fixed = overhead(tokenizer, body, stripped)
     before = sum(full) + fixed
@@ -144,36 +165,27 @@ def plan_request(
         out = stripped
     else:
         add_summaries(layout, extra_summaries, tokenizer, policy)
+        # One planner for every try: what it works out before the budget is shared.
+        planner = Planner(layout, policy, tokenizer, context_window, terms)
+        fit = _Fit(planner, layout, policy, tokenizer, body, budget, fixed, full)
         result = None
         if note:
             try:
-                result = _fit(
-                    layout,
-                    policy,
-                    tokenizer,
-                    body,
-                    budget,
-                    context_window,
-                    fixed,
-                    True,
-                    full,
-                    terms,
-                )
+                result = fit.run(True)
             except ContextLengthExceeded:
                 result = None
-            if result is None or _count(tokenizer, body, result[1], layout, full) > budget:
+            if result is None or result[2] > budget:
                 result = None
                 note = False  # the note is a courtesy: never why a request fails or overflows
                 layout.problems.append("no room for the context budget note")
         if result is None:
-            result = _fit(
-                layout, policy, tokenizer, body, budget, context_window, fixed, False, full, terms
-            )
-        plan, out = result
+            result = fit.run(False)
+        plan, out, after = result
         decisions = plan.decisions
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
-    after = _count(tokenizer, body, out, layout, full)
+    if plan is None:  # as it came (then every count is known), or with the note
+        after = before if out is stripped else _count(tokenizer, body, out, _known(layout, full))
     changed = layout.tagged or plan is not None or bool(note)
     allocated = plan.allocated if plan is not None else None
 
@@ -236,11 +248,13 @@ def _report(
     return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
 
 
-def _count(
-    tokenizer: Tokenizer, body: Body, out: list[Any], layout: Layout, full: list[int]
-) -> int:
+def _known(layout: Layout, full: list[int]) -> dict[int, int]:
+    """Each message as forwarded untrimmed (by identity) -> its count."""
+    return {id(ml.stripped): cost for ml, cost in zip(layout.messages, full, strict=True)}
+
+
+def _count(tokenizer: Tokenizer, body: Body, out: list[Any], known: dict[int, int]) -> int:
     """Tokens of the forwarded messages; a message forwarded as it came keeps its count."""
-    known = {id(ml.stripped): cost for ml, cost in zip(layout.messages, full, strict=True)}
     total = 0
     for m in out:
         cost = known.get(id(m))
@@ -248,43 +262,51 @@ def _count(
     return total + overhead(tokenizer, body, out)
 
 
-def _fit(
-    layout: Layout,
-    policy: Policy,
-    tokenizer: Tokenizer,
-    body: Body,
-    budget: int,
-    window: int | None,
-    fixed: int,
-    note: bool,
-    full: list[int],
-    terms: TermIndex | None,
-) -> tuple[Plan, list[Any]]:
+class _Fit:
     """Plan, trim and re-count until the forwarded messages fit the budget."""
-    planner = Planner(layout, policy, tokenizer, window, terms)
-    reserve = fixed + (
-        note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
-    )
-    floor = reserve + sum(it.cost for it in layout.items if it.required)
-    target = budget
-    for attempt in range(_ATTEMPTS):
-        plan = planner.plan(target, reserve)
-        out = apply(layout, plan.decisions)
-        if note:
-            out = with_note(out, budget_note(layout, plan.decisions, budget, None))
-        after = _count(tokenizer, body, out, layout, full)
-        if after <= budget:
-            return plan, out
-        # Tighten faster each round: a cut item can absorb a small step without a change.
-        excess = (after - budget) << attempt
-        if target > floor:
-            target = max(floor, target - excess)
-        elif policy.budget.on_required_overflow == "truncate":
-            target -= excess
-        else:
-            raise ContextLengthExceeded(
-                f"The required parts of this request need {after:,} tokens but the budget "
-                f"is {budget:,}; shorten the system prompt or the last message."
-            )
-    layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
-    return plan, out
+
+    def __init__(
+        self,
+        planner: Planner,
+        layout: Layout,
+        policy: Policy,
+        tokenizer: Tokenizer,
+        body: Body,
+        budget: int,
+        fixed: int,
+        full: list[int],
+    ) -> None:
+        self.planner, self.layout, self.policy = planner, layout, policy
+        self.tokenizer, self.body, self.budget, self.fixed = tokenizer, body, budget, fixed
+        self.known = _known(layout, full)
+
+    def run(self, note: bool) -> tuple[Plan, list[Any], int]:
+        """The plan, the forwarded messages and their count (over budget only when even
+        the tightest plan did not fit, or the required parts alone overflow)."""
+        layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
+        reserve = self.fixed + (
+            note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
+        )
+        floor = reserve + sum(it.cost for it in layout.items if it.required)
+        target = budget
+        for attempt in range(_ATTEMPTS):
+            plan = self.planner.plan(target, reserve)
+            out = apply(layout, plan.decisions)
+            if note:
+                out = with_note(out, budget_note(layout, plan.decisions, budget, None))
+            after = _count(tokenizer, self.body, out, self.known)
+            if after <= budget:
+                return plan, out, after
+            # Tighten faster each round: a cut item can absorb a small step without a change.
+            excess = (after - budget) << attempt
+            if target > floor:
+                target = max(floor, target - excess)
+            elif self.policy.budget.on_required_overflow == "truncate":
+                target -= excess
+            else:
+                raise ContextLengthExceeded(
+                    f"The required parts of this request need {after:,} tokens but the budget "
+                    f"is {budget:,}; shorten the system prompt or the last message."
+                )
+        layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
+        return plan, out, after

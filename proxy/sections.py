@@ -164,7 +164,8 @@ def _with_texts(message: dict[str, Any], texts: Mapping[int | None, str]) -> dic
 def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = False) -> Layout:
     """Every message cut into tagged items; a tool group takes one section and priority.
 
-    `checked`: every message is already known to be well shaped (saves a second look)."""
+    `checked`: every message is already known to be well shaped and free of tags (no
+    x_context, no `<context` in its text): saves a second look."""
     builder = _Builder(messages, policy, checked)
     layout = builder.layout
     sh = builder.shape
@@ -183,8 +184,13 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
             if (
                 (text or content is None)
                 and role in _PLAIN_ROLES
-                and (not text or "<context" not in content)
-                and (checked or well_shaped(message))
+                and (
+                    checked
+                    or (
+                        (not text or "<" not in content or "<context" not in content)
+                        and well_shaped(message)
+                    )
+                )
             ):
                 if i >= start:
                     priority, source = required, "current turn"

@@ -29,7 +29,7 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
     Only an opening tag whose next `</context>` comes before any other opening tag is a
     block; anything else (a lone open or close, nesting) stays text, as written.
     """
-    if "<context" not in text:
+    if "<" not in text or "<context" not in text:  # one character is found much faster
         return [text], []
     pieces: list[str | Block] = []
     problems: list[str] = []

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.budget import Choice, allocate, compute_budget, cut_required, reservations
 from proxy.history import keep_order
 from proxy.policy import DEFAULT_SECTIONS
+from proxy.relevance import score_history
 from proxy.types import Section
 
 S = Section
@@ -167,3 +170,48 @@ def test_history_neighbors_follow_a_hit() -> None:
     positions = list(range(len(texts)))
     rank = keep_order(texts, positions, "zebra", neighbors=1)
     assert rank[3] == 0 and {rank[2], rank[4]} == {1, 2}
+
+
+def _keep_order_reference(scores: list[float], positions: list[int], neighbors: int) -> list[int]:
+    """keep_order as first written (sorts by lambda, every turn ranked): the optimized
+    one must give the same ranks, ties included."""
+    n = len(positions)
+    newest_first = sorted(range(n), key=lambda i: -positions[i])
+    by_position = sorted(range(n), key=lambda i: positions[i])
+    slot = {c: k for k, c in enumerate(by_position)}
+    seen: set[int] = set()
+    sequence: list[int] = []
+    for c in sorted(range(n), key=lambda i: (-scores[i], -positions[i])):
+        if scores[c] <= 0.0:
+            break
+        around = [c]
+        for step in range(1, neighbors + 1):
+            around += [by_position[k] for k in (slot[c] - step, slot[c] + step) if 0 <= k < n]
+        for member in around:
+            if member not in seen:
+                seen.add(member)
+                sequence.append(member)
+    sequence += [c for c in newest_first if c not in seen]
+    rank = [0] * n
+    for k, c in enumerate(sequence):
+        rank[c] = k
+    return rank
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 6), st.sampled_from(["zebra", "cat zebra", "dog", "zebra zebra"])),
+        max_size=12,
+    ),
+    neighbors=st.integers(0, 2),
+)
+def test_history_keep_order_matches_the_reference(
+    rows: list[tuple[int, str]], neighbors: int
+) -> None:
+    """Equal positions (blocks of one message), equal scores and neighbours: same ranks."""
+    positions = [p for p, _ in rows]
+    texts = [t for _, t in rows]
+    scores = score_history("zebra", texts)
+    want = _keep_order_reference(scores, positions, neighbors)
+    assert keep_order(texts, positions, "zebra", neighbors=neighbors) == want

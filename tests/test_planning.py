@@ -433,3 +433,52 @@ def test_example_session_is_trimmed_out_of_the_box() -> None:
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
     kinds = {it.kind for it in out.report.items}
     assert {"block", "heading", "message"} <= kinds
+
+
+# --- work shared between tries -------------------------------------------------------------------
+
+
+def test_a_reused_planner_plans_as_a_fresh_one() -> None:
+    """The planner keeps its dedupe and choices between budgets (re-plans, the note's try):
+    every budget gets the plan a new planner would make, the dedupe saving taken once."""
+    from proxy.costs import measure
+    from proxy.planner import Planner
+    from proxy.sections import build_layout
+
+    msgs = [
+        sys("Base.\n## Memory\n- likes tea\n## Conversation Summary\n- likes tea\n- cars\n"),
+        user(words(30, "same")),
+        user(words(30, "same")),
+        *chat(12, 30)[1:],
+        user("now"),
+    ]
+
+    def planner() -> Planner:
+        layout = build_layout(msgs, OFF)
+        measure(layout, WORDS)
+        return Planner(layout, OFF, WORDS, 2000)
+
+    reused = planner()
+    budgets = [900, 400, 250, 900, 120]
+    for budget in budgets:
+        fresh = planner().plan(budget, 3)
+        again = reused.plan(budget, 3)
+        assert again.decisions == fresh.decisions
+        assert again.allocated == fresh.allocated
+    actions = {d.action for d in reused.plan(400, 3).decisions.values()}
+    assert "dedupe" in actions and "drop" in actions  # both paths were exercised
+
+
+def test_untagged_counts_are_the_message_counts_or_none() -> None:
+    from proxy.planning import _untagged_counts
+
+    plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
+    assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]
+    for odd in (
+        user('see <context section="memory">x</context>'),
+        {**user("hi"), "x_context": {"section": "memory"}},
+        {"role": "user", "content": [{"type": "text", "text": "<context>x</context>"}]},
+        {"role": "user", "content": 5},
+        "not a message",
+    ):
+        assert _untagged_counts([*plain, odd], WORDS) is None
