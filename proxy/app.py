@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import AsyncIterator
 
@@ -22,6 +23,13 @@ from proxy.services import Services, open_services
 from proxy.settings import Settings
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Container allocations between young-generation collections (CPython's default is 700).
+# A 600-message request parses into thousands of dicts that live for the whole request, so
+# at 700 each one triggers several collections that promote its objects to the old
+# generations, and full collections follow (~20 ms each, measured, every ~10 big requests).
+# Reference counting frees a request's objects either way; this only spaces out the
+# cycle hunts. Measured on the 600-message next turn: -0.9 ms median, no 20 ms stalls.
+GC_YOUNG_THRESHOLD = 50_000
 
 
 async def healthz(request: Request) -> Response:
@@ -71,4 +79,16 @@ def create_app(settings: Settings) -> Starlette:
 def app_from_env() -> Starlette:
     """The factory uvicorn's worker processes call: settings come from the environment."""
     configure_logging(os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
-    return create_app(Settings.from_env())
+    app = create_app(Settings.from_env())
+    tune_gc()
+    return app
+
+
+def tune_gc() -> None:
+    """Process-wide collector settings for a server process (not for tests or the CLI).
+
+    The ~60k objects alive after start (modules, classes, functions) never become garbage:
+    frozen, a full collection no longer walks them (measured 19 ms -> 4 ms each)."""
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+    gc.freeze()

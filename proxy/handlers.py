@@ -91,6 +91,7 @@ async def chat_completions(request: Request) -> Response:
     response = finish_plain(services, ex, upstream, answer, tokenizer)
     if 200 <= response.status_code < 300:
         summarize_later(services, cached, outcome, target, tokenizer)
+    response.keep = (raw, body, outcome, payload, cached)  # freed once the answer is out
     return response
 
 
@@ -184,7 +185,7 @@ def finish_plain(
     upstream: UpstreamResponse,
     answer: bytes,
     tokenizer: Tokenizer,
-) -> Response:
+) -> responses.Plain:
     error: str | None = None
     status = upstream.status
     if 200 <= status < 300:
@@ -271,6 +272,8 @@ async def context_plan(request: Request) -> Response:
     except ProxyError as exc:
         return responses.error(exc, ex.context_headers())
     answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
-    return responses.plain(
+    response = responses.plain(
         200, [("content-type", "application/json")], answer, ex.context_headers()
     )
+    response.keep = (raw, body, outcome)  # freed once the answer is out
+    return response

@@ -33,7 +33,9 @@ def usage_rows(proxy: RunningProxy, at_least: int = 1) -> list[dict[str, Any]]:
     path = proxy.usage_path
     deadline = time.monotonic() + 5
     while True:
-        rows = [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+        rows = (
+            [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+        )
         if len(rows) >= at_least or time.monotonic() > deadline:
             return rows
         time.sleep(0.01)
@@ -313,3 +315,53 @@ def test_metrics_count_requests(proxy: RunningProxy, upstream: FakeUpstream) -> 
     text = httpx.get(proxy.url + "/metrics").text
     assert 'team="default"' in text
     assert "context_proxy_requests_total" in text
+
+
+def test_trimmed_answer_has_exact_length_and_headers(
+    start_proxy: Any, upstream: FakeUpstream
+) -> None:
+    """A trimmed request's answer (built by responses.plain, request objects kept alive until
+    it is sent) carries the upstream's body, its own content-length and the context headers."""
+    proxy = start_proxy()
+    history = [
+        {"role": "user" if i % 2 else "assistant", "content": f"turn {i} " + "word " * 4000}
+        for i in range(60)
+    ]
+    body = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "And now?"}]}
+    response = httpx.post(proxy.url + "/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert int(response.headers["x-context-trimmed"]) > 0
+    assert response.headers["content-length"] == str(len(response.content))
+    assert response.json()["choices"][0]["message"]["content"] == upstream.reply_text
+    forwarded = upstream.last.json()["messages"]
+    assert len(forwarded) < len(body["messages"])
+    assert forwarded[-1] == body["messages"][-1]
+
+
+def test_plain_response_length_rules() -> None:
+    from proxy import responses
+
+    ok = responses.plain(200, [("content-type", "application/json")], b'{"a":1}', {"x-a": "1"})
+    assert ok.raw_headers[0] == (b"content-length", b"7")
+    assert (b"x-a", b"1") in ok.raw_headers and ok.body == b'{"a":1}'
+    # The upstream's own header wins over an extra of the same name; never two of them.
+    dup = responses.plain(200, [("X-A", "up")], b"", {"x-a": "ours"})
+    assert [v for k, v in dup.raw_headers if k == b"x-a"] == [b"up"]
+    for status in (204, 304, 101):
+        bare = responses.plain(status, [], b"")
+        assert all(k != b"content-length" for k, _ in bare.raw_headers), status
+
+
+def test_server_gc_settings() -> None:
+    import gc
+
+    from proxy.app import GC_YOUNG_THRESHOLD, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -1,13 +1,16 @@
 """Profile the proxy under load: py-spy samples one worker while wrk sends small requests.
 
-Run: /work/venv/bin/python tests/bench/profile_proxy.py [--stream] [--seconds 10]
+Run: /work/venv/bin/python tests/bench/profile_proxy.py [--stream] [--big] [--seconds 10]
      [--connections 16] [--raw OUT.txt]
 
 Starts the fast fake upstream and `python -m proxy serve` (one worker), warms it up, then
 records with `py-spy record --format raw` while wrk runs, and prints where the main
 thread's samples go: the heaviest functions by inclusive share (proxy's own code, then
 everything) and by self share. py-spy is not a project dependency: pip install py-spy.
-Writes the summary to tests/bench/results/profile_plain.json (or profile_stream.json).
+`--big` sends bench_trim.py's next turn instead (600 messages, 292 KB, over budget, so
+trimmed every time; the proxy's caches are warm after the warm-up, as on a real next turn).
+Writes the summary to tests/bench/results/profile_plain.json (profile_stream.json,
+profile_big.json).
 """
 
 from __future__ import annotations
@@ -66,9 +69,19 @@ def summarize(raw: Path, top: int) -> dict[str, Any]:
     }
 
 
+def big_body(stream: bool) -> bytes:
+    """bench_trim.py's next turn: the 128k-token conversation plus an answer and a question."""
+    from bench_tokens import conversation
+    from bench_trim import next_turn
+
+    body = next_turn(orjson.dumps({"model": "gpt-4o", "messages": conversation()}), 0)
+    return body[:-1] + b',"stream":true}' if stream else body
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--big", action="store_true", help="the 600-message next turn")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--top", type=int, default=35)
@@ -82,7 +95,7 @@ def main() -> None:
         proxy = context_proxy(tmp, up.port, 1).start()
         try:
             url = f"http://127.0.0.1:{proxy.port}/v1/chat/completions"
-            body = chat_body(args.stream)
+            body = big_body(args.stream) if args.big else chat_body(args.stream)
             run_wrk(url, body, args.connections, 2)  # warm-up
             load = threading.Thread(
                 target=run_wrk, args=(url, body, args.connections, args.seconds + 2)
@@ -96,7 +109,8 @@ def main() -> None:
         finally:
             proxy.stop()
             up.stop()
-    out = HERE / "results" / f"profile_{'stream' if args.stream else 'plain'}.json"
+    kind = "big" if args.big else "stream" if args.stream else "plain"
+    out = HERE / "results" / f"profile_{kind}.json"
     out.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     print(f"{summary['main_thread_samples']} main-thread samples; shares of those below")
     print(f"other threads: {summary['other_thread_samples']}")
