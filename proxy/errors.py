@@ -81,6 +81,15 @@ class QuotaExceeded(ProxyError):
     code = "quota_exceeded"
 
 
+class PlanFailed(ProxyError):
+    """Planning hit a bug. Chat requests are forwarded as they came instead (fail open);
+    only the dry-run plan endpoint, which has nothing else to answer, says so."""
+
+    status = 500
+    type = "api_error"
+    code = "plan_failed"
+
+
 class UpstreamUnreachable(ProxyError):
     status = 502
     type = "upstream_error"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import traceback
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -20,9 +21,9 @@ from proxy.auth import (
     upstream_authorization,
 )
 from proxy.disconnect import ClientGone, cancel_on_disconnect
-from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
+from proxy.errors import PlanFailed, ProxyError, QuotaExceeded, UpstreamUnreachable
 from proxy.exchange import Exchange
-from proxy.planning import ExtraSummary, PlanOutcome, plan_request
+from proxy.planning import ExtraSummary, PlanOutcome, plan_request, unplanned
 from proxy.policy import Policy
 from proxy.request_body import parse_chat_body, read_body
 from proxy.services import Services
@@ -48,9 +49,11 @@ async def chat_completions(request: Request) -> Response:
         policies = services.policies.current
         ex.policy = policy = resolve_policy(policies, request.headers)
         check_quota(services, ex)
-        tokenizer = services.counter.for_model(ex.model, policy)
+        tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
-        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw), cached)
+        ex.outcome = outcome = await plan(
+            services, policy, body, tokenizer, len(raw), cached, ex.request_id
+        )
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
         headers = clean_headers(request.headers, headers_not_forwarded(policies, NEEDS_PLAIN))
         headers.append(("content-type", "application/json"))
@@ -124,6 +127,15 @@ def check_quota(services: Services, ex: Exchange) -> None:
         )
 
 
+async def tokenizer_for(services: Services, model: str, policy: Policy) -> Tokenizer:
+    """The model's tokenizer. The first use of an encoding loads it (o200k: ~0.3 s), in a
+    worker thread: on the event loop it would stall every request in flight."""
+    found = services.counter.loaded(model, policy)
+    if found is not None:
+        return found
+    return await asyncio.to_thread(services.counter.for_model, model, policy)
+
+
 async def plan(
     services: Services,
     policy: Policy,
@@ -131,22 +143,48 @@ async def plan(
     tokenizer: Tokenizer,
     size: int,
     cached: Lookup | None = None,
+    request_id: str = "",
+    *,
+    fail_open: bool = True,
 ) -> PlanOutcome:
+    """`plan_request`, in a worker thread for a big body. A failure that is not the
+    request's fault (a bug) forwards the request as it came when `fail_open`: an untrimmed
+    request may still fit, and the upstream's own error is better than the proxy's."""
     window = services.windows.lookup(body["model"], policy)
     extra: list[ExtraSummary] = cached.found if cached is not None else []
-    if size > PLAN_IN_THREAD_BYTES:
-        return await asyncio.to_thread(
-            plan_request,
-            body,
-            policy,
-            tokenizer,
-            window,
-            extra_summaries=extra,
-            terms=services.terms,
+    try:
+        if size > PLAN_IN_THREAD_BYTES:
+            return await asyncio.to_thread(
+                plan_request,
+                body,
+                policy,
+                tokenizer,
+                window,
+                extra_summaries=extra,
+                terms=services.terms,
+            )
+        return plan_request(
+            body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
         )
-    return plan_request(
-        body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
-    )
+    except ProxyError:
+        raise
+    except Exception as exc:
+        # The type and the place only: an exception's message may quote the request.
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"
+        logging.getLogger("context_proxy.plan").error(
+            "planning failed: %s at %s (request %s, team %s)",
+            type(exc).__name__,
+            where,
+            request_id,
+            policy.team,
+        )
+        if not fail_open:
+            raise PlanFailed(
+                "The proxy failed to plan this request; the failure is logged."
+            ) from None
+        services.metrics.plan_failures.labels(policy.team).inc()
+        return unplanned(body, window, type(exc).__name__)
 
 
 def forwarded_payload(
@@ -266,9 +304,11 @@ async def context_plan(request: Request) -> Response:
         else:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
-        tokenizer = services.counter.for_model(ex.model, policy)
+        tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, body)
-        ex.outcome = outcome = await plan(services, policy, body, tokenizer, len(raw), cached)
+        ex.outcome = outcome = await plan(
+            services, policy, body, tokenizer, len(raw), cached, ex.request_id, fail_open=False
+        )
     except ProxyError as exc:
         return responses.error(exc, ex.context_headers())
     answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})

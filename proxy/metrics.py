@@ -143,6 +143,12 @@ class Metrics:
             ("team", "period"),
             registry=r,
         )
+        self.plan_failures = Counter(
+            p + "plan_failures",
+            "Requests forwarded as they came because planning them failed (a bug: see the log).",
+            ("team",),
+            registry=r,
+        )
         self.passthrough = Counter(
             p + "passthrough_requests",
             "Other /v1 requests forwarded unchanged.",

@@ -27,7 +27,7 @@ from proxy.types import Body, Tokenizer
 
 _ATTEMPTS = 8
 
-__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request"]
+__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
 
 
 @dataclass
@@ -195,6 +195,19 @@ def plan_request(
     forwarded = {**body, "messages": out} if changed else body
     return _outcome(
         body, forwarded, changed, totals, before, after, decisions, layout.problems, names, report
+    )
+
+
+def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome:
+    """The outcome of a request forwarded as it came because planning it failed (a bug in
+    the proxy): no budget, no counts, nothing trimmed, and the failure as the one problem."""
+    problems = [f"planning failed ({error}); forwarded as it came"]
+
+    def report() -> PlanReport:
+        raise RuntimeError(problems[0])
+
+    return _outcome(
+        body, body, False, (None, context_window), 0, 0, {}, problems, ("unknown", True), report
     )
 
 

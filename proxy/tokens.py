@@ -75,19 +75,27 @@ class TokenCounter:
         """The tokenizer for `model` under `policy` (its `models.<name>.tokenizer` first)."""
         return self.chat_tokenizer(model, policy)
 
+    def loaded(self, model: str, policy: Policy) -> Tokenizer | None:
+        """`for_model` if it is ready, else None: never loads anything (which can take a
+        quarter of a second), so it is safe on the event loop."""
+        return self._by_model.get(self._key(model, policy))
+
     def chat_tokenizer(self, model: str, policy: Policy) -> ChatTokenizer:
         """`for_model` with the concrete type (it also has `count_request`)."""
-        configured = policy_model(model, policy)
-        path = _tokenizer_path(configured.tokenizer, policy) if configured else None
-        key = (model, path)
+        key = self._key(model, policy)
         found = self._by_model.get(key)
         if found is None:
             with self._lock:
-                found = self._build(model, path)
+                found = self._by_model.get(key) or self._build(*key)
                 if len(self._by_model) > 4096:  # model names come from clients: stay bounded
                     self._by_model.clear()
                 self._by_model[key] = found
         return found
+
+    @staticmethod
+    def _key(model: str, policy: Policy) -> tuple[str, str | None]:
+        configured = policy_model(model, policy)
+        return model, _tokenizer_path(configured.tokenizer, policy) if configured else None
 
     def _build(self, model: str, path: str | None) -> ChatTokenizer:
         name = base_model(model)

@@ -1,0 +1,68 @@
+"""A bug in planning never fails a chat request: it is forwarded as it came, and logged
+without its content; the dry-run plan endpoint answers an OpenAI-shaped error."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from proxy import handlers
+from proxy.policy import Policy
+from proxy.tokens import TokenCounter
+from tests.conftest import RunningProxy
+from tests.fake_upstream import FakeUpstream
+
+SECRET = "the launch code is 0000"
+BODY = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": SECRET}]})
+
+
+@pytest.fixture
+def broken_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        raise ValueError(f"cannot plan {body['messages'][0]['content']}")
+
+    monkeypatch.setattr(handlers, "plan_request", explode)
+
+
+@pytest.mark.usefixtures("broken_planner")
+def test_chat_fails_open(
+    proxy: RunningProxy, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        response = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            content=BODY,
+            headers={"content-type": "application/json", "authorization": "Bearer sk-x"},
+        )
+    assert response.status_code == 200
+    assert upstream.last.body == BODY  # forwarded as it came
+    assert response.headers["x-context-trimmed"] == "0"
+    assert response.headers["x-context-budget"] == "none"
+    failures = [r for r in caplog.records if r.name == "context_proxy.plan"]
+    assert len(failures) == 1 and "ValueError" in failures[0].getMessage()
+    assert "explode" in failures[0].getMessage()  # where it failed
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert SECRET not in logged and "sk-x" not in logged
+    metrics = httpx.get(proxy.url + "/metrics").text
+    assert 'context_proxy_plan_failures_total{team="default"} 1.0' in metrics
+
+
+@pytest.mark.usefixtures("broken_planner")
+def test_plan_endpoint_says_it_failed(proxy: RunningProxy) -> None:
+    response = httpx.post(proxy.url + "/v1/context/plan", content=BODY)
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "plan_failed" and error["type"] == "api_error"
+    assert SECRET not in response.text
+
+
+def test_loaded_never_loads() -> None:
+    counter, policy = TokenCounter(), Policy()
+    assert counter.loaded("gpt-4o", policy) is None
+    tokenizer = counter.for_model("gpt-4o", policy)
+    assert counter.loaded("gpt-4o", policy) is tokenizer
+    assert counter.loaded("gpt-4", policy) is None  # another encoding: not loaded yet
