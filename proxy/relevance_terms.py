@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -183,7 +182,7 @@ class TermIndex:
     the next request only looks them up. Terms are numbered, and each document keeps its
     term ids and counts as arrays, so that scoring a request is a few array operations over
     all its documents at once. Bounded: past `max_documents` documents, or `max_bytes` of
-    them (their text, which is the key, and their arrays), the least recently used go;
+    their arrays (a 600-turn chat takes under 1 MB), the least recently used go;
     past `max_words` distinct words and terms everything starts over, between requests.
     The lock makes it safe for plans that run in worker threads.
     """
@@ -192,13 +191,13 @@ class TermIndex:
         self,
         max_documents: int = 100_000,
         max_words: int = 200_000,
-        max_bytes: int = 64 * 2**20,
+        max_bytes: int = 32 * 2**20,
     ) -> None:
         self._max_documents = max_documents
         self._max_words = max_words
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._docs: OrderedDict[str, DocTerms] = OrderedDict()
+        self._docs: OrderedDict[int, DocTerms] = OrderedDict()
         self._words: dict[str, int] = {}  # word -> term id, _STOP for a stopword
         self._ascii_words: dict[bytes, int] = {}  # the same for ASCII words, as bytes
         self._ids: dict[str, int] = {}  # term -> id
@@ -208,9 +207,12 @@ class TermIndex:
 
     def entry(self, doc: str) -> DocTerms:
         """The terms of `doc`, read once and then remembered."""
-        hit = self._docs.get(doc)
+        # Keyed by the text's hash, as the token count cache is: holding every text would
+        # double the index's memory (a collision, at ~n^2/2^65, only shifts one ranking).
+        key = hash(doc)
+        hit = self._docs.get(key)
         if hit is not None:
-            self._docs.move_to_end(doc)
+            self._docs.move_to_end(key)
             return hit
         lowered = doc.lower()
         if lowered.isascii():
@@ -228,10 +230,10 @@ class TermIndex:
         # Ids then counts in one array (one conversion instead of two), seen as two views.
         both = np.fromiter(chain(counts.keys(), counts.values()), np.int64, 2 * size)
         entry = DocTerms(both[:size], both[size:], length, speaker)
-        self._docs[doc] = entry
-        self._bytes += _footprint(doc, entry)
+        self._docs[key] = entry
+        self._bytes += _footprint(entry)
         while len(self._docs) > self._max_documents or self._bytes > self._max_bytes:
-            self._bytes -= _footprint(*self._docs.popitem(last=False))
+            self._bytes -= _footprint(self._docs.popitem(last=False)[1])
         return entry
 
     def counts(self, doc: str) -> dict[str, int]:
@@ -310,6 +312,6 @@ class TermIndex:
         del self.names[1:]
 
 
-def _footprint(doc: str, entry: DocTerms) -> int:
-    """About what a document costs the index: its text, its arrays, the objects around."""
-    return sys.getsizeof(doc) + 2 * entry.ids.nbytes + 400
+def _footprint(entry: DocTerms) -> int:
+    """About what a document costs the index: its arrays and the objects around them."""
+    return 2 * entry.ids.nbytes + 400
