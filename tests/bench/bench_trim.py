@@ -35,8 +35,9 @@ from bench_tokens import conversation, message, words  # noqa: E402
 from overhead import context_proxy, fake_upstream  # noqa: E402
 from procs import machine, post  # noqa: E402
 
+from proxy.app import tune_gc  # noqa: E402
 from proxy.planning import plan_request  # noqa: E402
-from proxy.policy import Policy  # noqa: E402
+from proxy.policy import HistoryPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
 from proxy.token_text import load_encoding  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
@@ -106,6 +107,22 @@ def in_process(raw: bytes, text: str, repeats: int) -> dict[str, Any]:
         plans.append(done - planned)
     out["next_turn_plan_ms"] = {"best": ms(min(plans)), "median": ms(median(plans))}
     out["next_turn_parse_plan_encode_ms"] = {"best": ms(min(ends)), "median": ms(median(ends))}
+    # The same with relevance off (recency only): what the rest of the planner costs.
+    recency = Policy(history=HistoryPolicy(relevance="off"))
+    out["cold_plan_recency_ms"] = best_ms(
+        lambda: plan_request(
+            orjson.loads(raw), recency, TokenCounter().for_model(MODEL, recency), window
+        ),
+        repeats,
+    )
+    out["cold_recency_vs_raw"] = round(out["cold_plan_recency_ms"] / out["raw_tiktoken_ms"], 2)
+    plans = []
+    for turn in range(repeats * 3):
+        body = orjson.loads(next_turn(raw, turn))
+        start = time.perf_counter()
+        plan_request(body, recency, tokenizer, window, terms=terms)
+        plans.append(time.perf_counter() - start)
+    out["next_turn_plan_recency_ms"] = {"best": ms(min(plans)), "median": ms(median(plans))}
     return out
 
 
@@ -169,6 +186,7 @@ def main() -> None:
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
+    tune_gc()  # the collector settings of a server process, which these figures stand for
     msgs = conversation()
     raw = orjson.dumps({"model": MODEL, "messages": msgs})
     text = "\n".join(m["content"] for m in msgs)
@@ -204,6 +222,11 @@ def print_table(report: dict[str, Any]) -> None:
         (
             "next turn, parse + plan + encode",
             "{best:.2f} / {median:.2f} ms".format(**p["next_turn_parse_plan_encode_ms"]),
+        ),
+        (
+            "relevance off: cold plan / next turn (median)",
+            f"{p['cold_plan_recency_ms']:.1f} ms = {p['cold_recency_vs_raw']:.2f}x raw / "
+            f"{p['next_turn_plan_recency_ms']['median']:.2f} ms",
         ),
     ]
     h = report.get("http")
