@@ -7,25 +7,26 @@ additive over pieces of a message, so the plan is tightened until the real count
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.budget import compute_budget
 from proxy.budget_note import budget_note, note_cost
-from proxy.costs import count_message, measure, overhead, well_shaped
+from proxy.costs import measure, overhead
 from proxy.errors import ContextLengthExceeded
 from proxy.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
-from proxy.items import Action, Decision, Layout
+from proxy.fit import Fit, count_forwarded, known_counts
+from proxy.items import Action, Decision
+from proxy.plain_chat import untagged_counts
+from proxy.plain_plan import PlainOutcome, plan_plain
 from proxy.plan_report import PlanReport, build_report
 from proxy.planner import Plan, Planner
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.sections import build_layout
-from proxy.trim import apply, with_note
+from proxy.trim import with_note
 from proxy.types import Body, Tokenizer
-
-_ATTEMPTS = 8
 
 __all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
 
@@ -64,49 +65,6 @@ def max_output(body: Body) -> int | None:
     return None
 
 
-def _untagged(messages: list[Any]) -> bool:
-    """No x_context, no inline tag, nothing of an odd shape: nothing to strip or report."""
-    return all(_plain(m) for m in messages)
-
-
-def _plain(m: Any) -> bool:
-    """One message of `_untagged`'s kind."""
-    if type(m) is not dict or "x_context" in m:
-        return False
-    content = m.get("content")
-    if type(content) is str:
-        # Only a role and a text: well shaped without looking further.
-        return _no_tag(content) and ((len(m) == 2 and "role" in m) or well_shaped(m))
-    return well_shaped(m) and (
-        content is None
-        or not any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
-    )
-
-
-def _no_tag(text: str) -> bool:
-    # A search for one character is several times faster than for "<context", and most
-    # texts have no "<" at all.
-    return "<" not in text or "<context" not in text
-
-
-def _untagged_counts(messages: list[Any], tokenizer: Tokenizer) -> list[int] | None:
-    """Each message's count when `_untagged(messages)`, else None: one pass for both."""
-    counts: list[int] = []
-    count = tokenizer.count_message
-    for m in messages:  # _plain's common case inlined: this runs per message
-        if (
-            type(m) is dict
-            and len(m) == 2
-            and type(content := m.get("content")) is str
-            and "role" in m
-            and ("<" not in content or "<context" not in content)
-        ) or _plain(m):
-            counts.append(count(m))
-        else:
-            return None
-    return counts
-
-
 def plan_request(
     body: Body,
     policy: Policy,
@@ -127,10 +85,11 @@ def plan_request(
     )
     totals = (budget, context_window)
     names = (tokenizer.name, tokenizer.estimated)
-    known = None if policy.visibility.prompt_report else _untagged_counts(messages, tokenizer)
+    known = None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer)
     if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
-        before = sum(known) + overhead(tokenizer, body, messages)
+        counted = sum(known)
+        before = counted + overhead(tokenizer, body, messages)
         if budget is None or before <= budget:
             return _outcome(
                 body,
@@ -144,6 +103,10 @@ def plan_request(
                 names,
                 lambda: _report(messages, policy, tokenizer, totals, before, names),
             )
+        args = (budget, before - counted, known, extra_summaries, terms)
+        lean = plan_plain(body, messages, policy, tokenizer, *args)
+        if lean is not None:
+            return _plain_outcome(body, messages, policy, tokenizer, lean, (totals, before, known))
     layout = build_layout(messages, policy, checked=known is not None)
     full = measure(layout, tokenizer, known or ())
     stripped = [ml.stripped for ml in layout.messages]
@@ -167,7 +130,7 @@ def plan_request(
         add_summaries(layout, extra_summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
         planner = Planner(layout, policy, tokenizer, context_window, terms)
-        fit = _Fit(planner, layout, policy, tokenizer, body, budget, fixed, full)
+        fit = Fit(planner, layout, policy, tokenizer, body, budget, fixed, full)
         result = None
         if note:
             try:
@@ -185,7 +148,11 @@ def plan_request(
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
     if plan is None:  # as it came (then every count is known), or with the note
-        after = before if out is stripped else _count(tokenizer, body, out, _known(layout, full))
+        after = (
+            before
+            if out is stripped
+            else count_forwarded(tokenizer, body, out, known_counts(layout, full))
+        )
     changed = layout.tagged or plan is not None or bool(note)
     allocated = plan.allocated if plan is not None else None
 
@@ -194,7 +161,16 @@ def plan_request(
 
     forwarded = {**body, "messages": out} if changed else body
     return _outcome(
-        body, forwarded, changed, totals, before, after, decisions, layout.problems, names, report
+        body,
+        forwarded,
+        changed,
+        totals,
+        before,
+        after,
+        Counter(d.action for d in decisions.values()),
+        layout.problems,
+        names,
+        report,
     )
 
 
@@ -218,14 +194,13 @@ def _outcome(
     totals: tuple[int | None, int | None],
     before: int,
     after: int,
-    decisions: dict[int, Decision],
+    counts: Mapping[Action, int],
     problems: list[str],
     names: tuple[str, bool],
     report: Callable[[], PlanReport],
 ) -> PlanOutcome:
-    counts = Counter(d.action for d in decisions.values())
     trimmed = sum(
-        counts[a] for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
+        counts.get(a, 0) for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
     )
     return PlanOutcome(
         body=forwarded,
@@ -234,10 +209,10 @@ def _outcome(
         context_window=totals[1],
         tokens_before=before,
         tokens_after=after,
-        dropped=counts[Action.DROP],
-        truncated=counts[Action.TRUNCATE],
-        summarized=counts[Action.SUMMARIZE],
-        deduped=counts[Action.DEDUPE],
+        dropped=counts.get(Action.DROP, 0),
+        truncated=counts.get(Action.TRUNCATE, 0),
+        summarized=counts.get(Action.SUMMARIZE, 0),
+        deduped=counts.get(Action.DEDUPE, 0),
         trimmed=trimmed,
         problems=problems,
         estimated=names[1],
@@ -261,65 +236,37 @@ def _report(
     return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
 
 
-def _known(layout: Layout, full: list[int]) -> dict[int, int]:
-    """Each message as forwarded untrimmed (by identity) -> its count."""
-    return {id(ml.stripped): cost for ml, cost in zip(layout.messages, full, strict=True)}
+def _plain_outcome(
+    body: Body,
+    messages: list[Any],
+    policy: Policy,
+    tokenizer: Tokenizer,
+    lean: PlainOutcome,
+    state: tuple[tuple[int | None, int | None], int, list[int]],
+) -> PlanOutcome:
+    """The outcome of the lean path; its report is the general path's, from a layout
+    built only when the report is asked for."""
+    totals, before, known = state
+    names = (tokenizer.name, tokenizer.estimated)
 
+    def report() -> PlanReport:
+        layout = build_layout(messages, policy, checked=True)
+        measure(layout, tokenizer, known)
+        layout.problems += lean.problems
+        decisions = dict(enumerate(lean.decisions()))
+        counts = (*totals, before, lean.after)
+        return build_report(layout, decisions, policy, counts, names, lean.allocated)
 
-def _count(tokenizer: Tokenizer, body: Body, out: list[Any], known: dict[int, int]) -> int:
-    """Tokens of the forwarded messages; a message forwarded as it came keeps its count."""
-    total = 0
-    for m in out:
-        cost = known.get(id(m))
-        total += cost if cost is not None else count_message(tokenizer, m)
-    return total + overhead(tokenizer, body, out)
-
-
-class _Fit:
-    """Plan, trim and re-count until the forwarded messages fit the budget."""
-
-    def __init__(
-        self,
-        planner: Planner,
-        layout: Layout,
-        policy: Policy,
-        tokenizer: Tokenizer,
-        body: Body,
-        budget: int,
-        fixed: int,
-        full: list[int],
-    ) -> None:
-        self.planner, self.layout, self.policy = planner, layout, policy
-        self.tokenizer, self.body, self.budget, self.fixed = tokenizer, body, budget, fixed
-        self.known = _known(layout, full)
-
-    def run(self, note: bool) -> tuple[Plan, list[Any], int]:
-        """The plan, the forwarded messages and their count (over budget only when even
-        the tightest plan did not fit, or the required parts alone overflow)."""
-        layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
-        reserve = self.fixed + (
-            note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
-        )
-        floor = reserve + sum(it.cost for it in layout.items if it.required)
-        target = budget
-        for attempt in range(_ATTEMPTS):
-            plan = self.planner.plan(target, reserve)
-            out = apply(layout, plan.decisions)
-            if note:
-                out = with_note(out, budget_note(layout, plan.decisions, budget, None))
-            after = _count(tokenizer, self.body, out, self.known)
-            if after <= budget:
-                return plan, out, after
-            # Tighten faster each round: a cut item can absorb a small step without a change.
-            excess = (after - budget) << attempt
-            if target > floor:
-                target = max(floor, target - excess)
-            elif self.policy.budget.on_required_overflow == "truncate":
-                target -= excess
-            else:
-                raise ContextLengthExceeded(
-                    f"The required parts of this request need {after:,} tokens but the budget "
-                    f"is {budget:,}; shorten the system prompt or the last message."
-                )
-        layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
-        return plan, out, after
+    forwarded = {**body, "messages": lean.out}
+    return _outcome(
+        body,
+        forwarded,
+        True,
+        totals,
+        before,
+        lean.after,
+        lean.counts,
+        lean.problems,
+        names,
+        report,
+    )

@@ -22,45 +22,103 @@ TRUNCATE = Policy(
 )
 
 json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=50),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=50),
 )
 json_value = st.recursive(
     json_leaf,
-    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 tag_text = st.lists(
-    st.sampled_from([
-        "<context>", "</context>", '<context section="memory">', '<context section="bogus" priority="x">',
-        '<context section="retrieved_context" score="0.3" id="a">', "<context id=", "hello ", "wörld ",
-        "## Memory\n", "# Goal\n", "\n", "🙂", "x" * 200,
-    ]),
+    st.sampled_from(
+        [
+            "<context>",
+            "</context>",
+            '<context section="memory">',
+            '<context section="bogus" priority="x">',
+            '<context section="retrieved_context" score="0.3" id="a">',
+            "<context id=",
+            "hello ",
+            "wörld ",
+            "## Memory\n",
+            "# Goal\n",
+            "\n",
+            "🙂",
+            "x" * 200,
+        ]
+    ),
     max_size=12,
 ).map("".join)
 content = st.one_of(
-    tag_text, st.none(), st.integers(-(2**63), 2**63 - 1), json_value,
-    st.lists(st.one_of(
-        st.fixed_dictionaries({"type": st.just("text"), "text": tag_text}),
-        st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.one_of(
-            json_value, st.fixed_dictionaries({"url": st.text(max_size=30), "detail": st.sampled_from(["low", "high", "auto", 3])}))}),
-        json_value,
-    ), max_size=4),
+    tag_text,
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+    json_value,
+    st.lists(
+        st.one_of(
+            st.fixed_dictionaries({"type": st.just("text"), "text": tag_text}),
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("image_url"),
+                    "image_url": st.one_of(
+                        json_value,
+                        st.fixed_dictionaries(
+                            {
+                                "url": st.text(max_size=30),
+                                "detail": st.sampled_from(["low", "high", "auto", 3]),
+                            }
+                        ),
+                    ),
+                }
+            ),
+            json_value,
+        ),
+        max_size=4,
+    ),
 )
-x_context = st.one_of(st.none(), json_value, st.fixed_dictionaries({}, optional={
-    "section": st.one_of(st.sampled_from(["memory", "goal", "nope"]), json_value),
-    "priority": st.one_of(st.sampled_from(["high", "low", "required", "bad"]), json_value),
-    "id": json_value, "cluster": json_value, "score": json_value, "summary_of": json_value,
-}))
+x_context = st.one_of(
+    st.none(),
+    json_value,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "section": st.one_of(st.sampled_from(["memory", "goal", "nope"]), json_value),
+            "priority": st.one_of(st.sampled_from(["high", "low", "required", "bad"]), json_value),
+            "id": json_value,
+            "cluster": json_value,
+            "score": json_value,
+            "summary_of": json_value,
+        },
+    ),
+)
 message = st.fixed_dictionaries(
-    {"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "weird"])},
-    optional={"content": content, "x_context": x_context, "name": json_value,
-              "tool_calls": json_value, "tool_call_id": json_value},
+    {
+        "role": st.sampled_from(
+            ["system", "developer", "user", "assistant", "tool", "function", "weird"]
+        )
+    },
+    optional={
+        "content": content,
+        "x_context": x_context,
+        "name": json_value,
+        "tool_calls": json_value,
+        "tool_call_id": json_value,
+    },
 )
 body = st.fixed_dictionaries(
     {"model": st.just("gpt-4o"), "messages": st.lists(message, min_size=1, max_size=12)},
-    optional={"tools": json_value, "max_tokens": st.one_of(st.integers(0, 400), json_value),
-              "response_format": json_value, "stream": st.booleans()},
+    optional={
+        "tools": json_value,
+        "max_tokens": st.one_of(st.integers(0, 400), json_value),
+        "response_format": json_value,
+        "stream": st.booleans(),
+    },
 )
 
 
@@ -72,7 +130,9 @@ def test_any_json_body_gives_a_plan_or_a_proxy_error(value: Any) -> None:
         try:
             parsed = parse_chat_body(raw)
             tokenizer = COUNTER.for_model(parsed["model"], policy)
-            outcome = plan_request(parsed, policy, tokenizer, 300 if policy is not Policy() else None)
+            outcome = plan_request(
+                parsed, policy, tokenizer, 300 if policy is not Policy() else None
+            )
         except ProxyError as exc:
             assert 400 <= exc.status < 500
             continue
@@ -111,11 +171,14 @@ def test_pathological_inputs() -> None:
 def test_thousands_of_messages_and_huge_strings() -> None:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "rules " * 10}]
     for i in range(3000):
-        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 5})
-    messages.append({"role": "user", "content": "<context section=\"memory\">" * 500 + "q"})
+        messages.append(
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 5}
+        )
+    messages.append({"role": "user", "content": '<context section="memory">' * 500 + "q"})
     policy = Policy(models={"gpt-4o": ModelPolicy(context_window=4000)})
-    outcome = plan_request({"model": "gpt-4o", "messages": messages}, policy,
-                           COUNTER.for_model("gpt-4o", policy), 4000)
+    outcome = plan_request(
+        {"model": "gpt-4o", "messages": messages}, policy, COUNTER.for_model("gpt-4o", policy), 4000
+    )
     assert outcome.tokens_after <= (outcome.budget or 0)
     huge = {"model": "gpt-4o", "messages": [{"role": "user", "content": "ab " * 2_000_000}]}
     try:

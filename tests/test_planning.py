@@ -470,7 +470,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
 
 
 def test_untagged_counts_are_the_message_counts_or_none() -> None:
-    from proxy.planning import _untagged_counts
+    from proxy.plain_chat import untagged_counts as _untagged_counts
 
     plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
     assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]

@@ -625,3 +625,23 @@ def test_cache_keys_differ_by_tokenizer_and_image_rule() -> None:
     }
     assert counter.chat_tokenizer("gpt-4o", POLICY).count_message(image) == 3 + 1 + 85
     assert counter.chat_tokenizer("gpt-4o-mini", POLICY).count_message(image) == 3 + 1 + 2833
+
+
+def test_count_messages_is_count_message_of_each(counter: TokenCounter) -> None:
+    """The batch count gives each message's own count, counted or cached, any shape."""
+    t = tok(counter, "gpt-4o")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages: list[Any] = [
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": "hi", "name": "bot"},
+        {"role": "user", "content": "hello there"},  # the same again: from the cache
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+        {"role": "user", "content": [{"type": "text", "text": "as parts"}]},
+        {"role": "system", "content": "a new text " * 30},
+    ]
+    fresh = tok(TokenCounter(), "gpt-4o")
+    want = [fresh.count_message(m) for m in messages]
+    assert t.count_messages(messages) == want  # counted
+    assert t.count_messages(messages) == want  # cached
+    assert t.count_messages([]) == []
