@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -84,13 +84,13 @@ def score_history(
         query_terms.update(dict.fromkeys(asked, 1.0))
         if n == 0 or not query_terms:
             return [0.0] * n
-        docs = [index.entry(doc) for doc in documents]
+        docs = index.entries(documents)
         found = Collection(docs, index.slots())
         scores = found.bm25(query_terms)
         if feedback > 0:
-            extra = _feedback_terms(found, scores, query_terms, index.names)
-            if extra:
-                scores += found.bm25(extra, feedback)
+            extra = _feedback(found, scores, query_terms, index.names)
+            if extra is not None:
+                scores += feedback * extra
     out = _spread(scores, spread)
     named = set(asked)
     if speaker and named:
@@ -116,60 +116,79 @@ class Collection:
         self.norms = K1 * (1.0 - B) + (K1 * B / avg) * lengths
         self._slots = slots
 
-    def find(self, terms: NDArray[np.int32]) -> tuple[NDArray[np.bool_], NDArray[np.int32]]:
-        """Which pairs have one of `terms`, and for those, that term's place in `terms`."""
+    def find(self, terms: NDArray[np.int32]) -> Match:
+        """The pairs that have one of `terms`, and how many documents have each term."""
         # A table over all term ids (zero everywhere but here) answers for every pair at
         # once, by one gather: no sort, no search.
         self._slots[terms] = np.arange(1, len(terms) + 1, dtype=np.int32)
         place = self._slots[self.ids]
         self._slots[terms] = 0
         hit = place > 0
-        return hit, place[hit] - 1
+        where = place[hit] - 1
+        return Match(hit, where, np.bincount(where, minlength=len(terms)))
 
-    def idf(self, terms: NDArray[np.int32]) -> NDArray[np.float64]:
-        """BM25's idf of each of `terms` in these documents."""
-        _, where = self.find(terms)
-        df = np.bincount(where, minlength=len(terms))
+    def idf(self, match: Match) -> NDArray[np.float64]:
+        """BM25's idf of each term of `match`."""
+        df = match.df
         # The +1 inside the log keeps idf positive even for a term in every document.
         return cast(NDArray[np.float64], np.log1p((self.n - df + 0.5) / (df + 0.5)))
 
-    def bm25(self, weights: dict[int, float], scale: float = 1.0) -> NDArray[np.float64]:
-        """Every document's BM25 for the terms `weights` (term id: weight), times `scale`."""
+    def bm25(self, weights: dict[int, float]) -> NDArray[np.float64]:
+        """Every document's BM25 for the terms `weights` (term id: weight)."""
         k = len(weights)
-        terms = np.fromiter(weights.keys(), np.int32, k)
-        hit, where = self.find(terms)
-        df = np.bincount(where, minlength=k)
+        match = self.find(np.fromiter(weights.keys(), np.int32, k))
         w = np.fromiter(weights.values(), np.float64, k)
-        factor = (scale * (K1 + 1.0)) * w * np.log1p((self.n - df + 0.5) / (df + 0.5))
-        tf = self.tfs[hit]
-        doc = self.doc[hit]
-        gains = factor[where] * tf / (tf + self.norms[doc])
+        return self.sum(match, (K1 + 1.0) * w * self.idf(match))
+
+    def sum(self, match: Match, factor: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Every document's sum of factor * tf / (tf + norm) over its pairs in `match`."""
+        tf = self.tfs[match.hit]
+        doc = self.doc[match.hit]
+        gains = factor[match.where] * tf / (tf + self.norms[doc])
         # bincount adds in array order: the same total on every run and every replica. (With
         # no pair at all it answers integers, hence the cast.)
         totals = np.bincount(doc, weights=gains, minlength=self.n)
         return totals.astype(np.float64, copy=False)
 
+    def without(self, ids: NDArray[np.int64], terms: NDArray[np.int32]) -> NDArray[np.int64]:
+        """`ids` less those in `terms` (the table again: cheaper than np.isin's sort)."""
+        self._slots[terms] = 1
+        keep = self._slots[ids] == 0
+        self._slots[terms] = 0
+        return cast(NDArray[np.int64], ids[keep])
 
-def _feedback_terms(
+
+class Match(NamedTuple):
+    hit: NDArray[np.bool_]  # which pairs have one of the terms
+    where: NDArray[np.int32]  # for those, the term's place among the terms
+    df: NDArray[np.intp]  # per term, how many documents have it
+
+
+def _feedback(
     found: Collection, scores: NDArray[np.float64], query: dict[int, float], names: list[str]
-) -> dict[int, float]:
-    """The feedback terms (see FEEDBACK_DOCS), each at weight 1."""
+) -> NDArray[np.float64] | None:
+    """The feedback terms' BM25 (see FEEDBACK_DOCS), before FEEDBACK_WEIGHT; None if none."""
     scored = np.flatnonzero(scores > 0)
     # Best first; among equals, the newer first.
     best = scored[np.lexsort((-scored, -scores[scored]))][:FEEDBACK_DOCS]
     if len(best) == 0:
-        return {}
+        return None
     pool = np.concatenate([found.docs[i].ids for i in best])
-    asked = np.fromiter(query, np.int32, len(query))
-    pool = pool[~np.isin(pool, asked)]
+    pool = found.without(pool, np.fromiter(query, np.int32, len(query)))
     candidates, seen = np.unique(pool, return_counts=True)
     common = seen >= 2
     candidates, seen = candidates[common], seen[common]
     if len(candidates) == 0:
-        return {}
-    rank = seen * found.idf(candidates)
+        return None
+    match = found.find(candidates.astype(np.int32))
+    idf = found.idf(match)
+    rank = seen * idf
     order = sorted(range(len(candidates)), key=lambda k: (-rank[k], names[candidates[k]]))
-    return {int(candidates[k]): 1.0 for k in order[:FEEDBACK_TERMS]}
+    # One pass for the chosen terms: the others get a factor of 0, which adds nothing.
+    factor = np.zeros(len(candidates))
+    chosen = order[:FEEDBACK_TERMS]
+    factor[chosen] = (K1 + 1.0) * idf[chosen]
+    return found.sum(match, factor)
 
 
 def _spread(scores: NDArray[np.float64], weights: Sequence[float]) -> NDArray[np.float64]:

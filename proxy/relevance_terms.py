@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import NamedTuple, TypeVar
 
@@ -235,6 +235,21 @@ class TermIndex:
         while len(self._docs) > self._max_documents or self._bytes > self._max_bytes:
             self._bytes -= _footprint(self._docs.popitem(last=False)[1])
         return entry
+
+    def entries(self, documents: Sequence[str]) -> list[DocTerms]:
+        """`entry` of each document; the known ones (every one but the newest, on a chat's
+        next turn) looked up in one lean loop."""
+        out: list[DocTerms] = []
+        docs, found = self._docs, self._docs.get
+        for doc in documents:
+            key = hash(doc)
+            hit = found(key)
+            if hit is None:
+                hit = self.entry(doc)
+            else:
+                docs.move_to_end(key)
+            out.append(hit)
+        return out
 
     def counts(self, doc: str) -> dict[str, int]:
         """How often each term occurs in `doc` (for people and tests; scoring uses ids)."""
