@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from proxy.images import PatchRule, TileRule, image_rule, image_size, image_tokens, patches
 from proxy.policy import ModelPolicy, Policy
-from proxy.token_text import HFText, TiktokenText, load_encoding
+from proxy.token_text import CountCache, HFText, TiktokenText, load_encoding
 from proxy.tokens import ChatTokenizer, TokenCounter
 
 POLICY = Policy()
@@ -645,3 +645,18 @@ def test_count_messages_is_count_message_of_each(counter: TokenCounter) -> None:
     assert t.count_messages(messages) == want  # counted
     assert t.count_messages(messages) == want  # cached
     assert t.count_messages([]) == []
+
+
+def test_count_cache_keeps_what_was_used_since_the_last_turnover() -> None:
+    cache = CountCache(4)  # two generations of two
+    cache.put(1, 10)
+    cache.put(2, 20)
+    cache.put(3, 30)  # the young generation was full: 1 and 2 are old now
+    assert cache.get(1) == 10  # used again: young once more
+    cache.put(4, 40)  # turnover: {3, 1} old, {4} young; 2 is gone
+    assert cache.get(2) is None
+    assert (cache.get(3), cache.get(1), cache.get(4)) == (30, 10, 40)
+    assert len(cache) <= 4
+    off = CountCache(0)
+    off.put(1, 10)
+    assert off.get(1) is None and len(off) == 0
