@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import traceback
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -21,9 +20,10 @@ from proxy.auth import (
     upstream_authorization,
 )
 from proxy.disconnect import ClientGone, cancel_on_disconnect
-from proxy.errors import PlanFailed, ProxyError, QuotaExceeded, UpstreamUnreachable
+from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
 from proxy.exchange import Exchange
-from proxy.planning import ExtraSummary, PlanOutcome, plan_request, unplanned
+from proxy.plan_step import plan, tokenizer_for
+from proxy.planning import PlanOutcome
 from proxy.policy import Policy
 from proxy.request_body import parse_chat_body, read_body
 from proxy.services import Services
@@ -33,8 +33,6 @@ from proxy.summary_calls import SummaryTarget
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 
-# Bodies above this are planned in a worker thread so a huge count never stalls the loop.
-PLAN_IN_THREAD_BYTES = 256 * 1024
 # The proxy reads usage from the answer, so it must come unencoded.
 NEEDS_PLAIN = frozenset({"accept-encoding"})
 
@@ -125,66 +123,6 @@ def check_quota(services: Services, ex: Exchange) -> None:
             f"Team {ex.policy.team!r} has used its {status.period or ''} token quota "
             f"({status.used:,} of {status.limit:,}).".replace("  ", " ")
         )
-
-
-async def tokenizer_for(services: Services, model: str, policy: Policy) -> Tokenizer:
-    """The model's tokenizer. The first use of an encoding loads it (o200k: ~0.3 s), in a
-    worker thread: on the event loop it would stall every request in flight."""
-    found = services.counter.loaded(model, policy)
-    if found is not None:
-        return found
-    return await asyncio.to_thread(services.counter.for_model, model, policy)
-
-
-async def plan(
-    services: Services,
-    policy: Policy,
-    body: dict[str, Any],
-    tokenizer: Tokenizer,
-    size: int,
-    cached: Lookup | None = None,
-    request_id: str = "",
-    *,
-    fail_open: bool = True,
-) -> PlanOutcome:
-    """`plan_request`, in a worker thread for a big body. A failure that is not the
-    request's fault (a bug) forwards the request as it came when `fail_open`: an untrimmed
-    request may still fit, and the upstream's own error is better than the proxy's."""
-    window = services.windows.lookup(body["model"], policy)
-    extra: list[ExtraSummary] = cached.found if cached is not None else []
-    try:
-        if size > PLAN_IN_THREAD_BYTES:
-            return await asyncio.to_thread(
-                plan_request,
-                body,
-                policy,
-                tokenizer,
-                window,
-                extra_summaries=extra,
-                terms=services.terms,
-            )
-        return plan_request(
-            body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
-        )
-    except ProxyError:
-        raise
-    except Exception as exc:
-        # The type and the place only: an exception's message may quote the request.
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"
-        logging.getLogger("context_proxy.plan").error(
-            "planning failed: %s at %s (request %s, team %s)",
-            type(exc).__name__,
-            where,
-            request_id,
-            policy.team,
-        )
-        if not fail_open:
-            raise PlanFailed(
-                "The proxy failed to plan this request; the failure is logged."
-            ) from None
-        services.metrics.plan_failures.labels(policy.team).inc()
-        return unplanned(body, window, type(exc).__name__)
 
 
 def forwarded_payload(

@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy import handlers
+from proxy import plan_step
 from proxy.policy import Policy
 from proxy.tokens import TokenCounter
 from tests.conftest import RunningProxy
@@ -25,7 +25,7 @@ def broken_planner(monkeypatch: pytest.MonkeyPatch) -> None:
     def explode(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"cannot plan {body['messages'][0]['content']}")
 
-    monkeypatch.setattr(handlers, "plan_request", explode)
+    monkeypatch.setattr(plan_step, "plan_request", explode)
 
 
 @pytest.mark.usefixtures("broken_planner")
@@ -66,3 +66,26 @@ def test_loaded_never_loads() -> None:
     tokenizer = counter.for_model("gpt-4o", policy)
     assert counter.loaded("gpt-4o", policy) is tokenizer
     assert counter.loaded("gpt-4", policy) is None  # another encoding: not loaded yet
+
+
+def chat(n: int, tag: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"{tag} message {i} " + "word " * 80} for i in range(n)]
+
+
+def test_a_next_turn_is_planned_inline_a_first_look_in_a_thread() -> None:
+    tokenizer = TokenCounter().chat_tokenizer("gpt-4o", Policy())
+    history = chat(600, "a")
+    body = {"model": "gpt-4o", "messages": history}
+    size = len(orjson.dumps(body))
+    assert size > plan_step.PLAN_IN_THREAD_BYTES
+    assert not tokenizer.seen(history)
+    assert plan_step.plan_in_thread(body, tokenizer, size)  # never seen: ~40 ms of counting
+    tokenizer.count_messages(history)
+    nxt = {"model": "gpt-4o", "messages": [*history, *chat(2, "new")]}
+    assert tokenizer.seen(nxt["messages"])
+    assert not plan_step.plan_in_thread(nxt, tokenizer, size)  # the next turn: inline
+    assert plan_step.plan_in_thread(nxt, tokenizer, plan_step.PLAN_INLINE_MAX_BYTES + 1)
+    assert not plan_step.plan_in_thread(nxt, tokenizer, 1000)  # small: always inline
+    # A new conversation that shares only its start with a known one is not "seen".
+    mixed = history[:10] + chat(590, "b")
+    assert not tokenizer.seen(mixed)

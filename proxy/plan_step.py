@@ -1,0 +1,98 @@
+"""Plan step: the request's tokenizer, and its plan, made on the event loop or in a worker
+thread, failing open on a bug."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from typing import Any
+
+from proxy.errors import PlanFailed, ProxyError
+from proxy.planning import ExtraSummary, PlanOutcome, plan_request, unplanned
+from proxy.policy import Policy
+from proxy.services import Services
+from proxy.summaries import Lookup
+from proxy.tokens import ChatTokenizer
+
+# Bodies above this are planned in a worker thread so a huge count never stalls the loop;
+# up to the second, a conversation whose counts are cached (a next turn) is planned inline.
+PLAN_IN_THREAD_BYTES = 256 * 1024
+PLAN_INLINE_MAX_BYTES = 2 * 1024 * 1024
+
+
+async def tokenizer_for(services: Services, model: str, policy: Policy) -> ChatTokenizer:
+    """The model's tokenizer. The first use of an encoding loads it (o200k: ~0.3 s), in a
+    worker thread: on the event loop it would stall every request in flight."""
+    found = services.counter.loaded(model, policy)
+    if found is not None:
+        return found
+    return await asyncio.to_thread(services.counter.chat_tokenizer, model, policy)
+
+
+def plan_in_thread(body: dict[str, Any], tokenizer: ChatTokenizer, size: int) -> bool:
+    """Whether to plan in a worker thread, off the event loop: a big body, unless it is
+    the next turn of a conversation planned before (its counts cached) and not huge. A
+    first look at 300 KB of chat costs ~40 ms, which would stall every other request on
+    the loop; a next turn costs ~3 ms, less than the hop to a thread and back adds
+    (~0.5 ms) is worth avoiding."""
+    if size <= PLAN_IN_THREAD_BYTES:
+        return False
+    messages = body.get("messages")
+    return (
+        size > PLAN_INLINE_MAX_BYTES
+        or not isinstance(messages, list)
+        or not tokenizer.seen(messages)
+    )
+
+
+async def plan(
+    services: Services,
+    policy: Policy,
+    body: dict[str, Any],
+    tokenizer: ChatTokenizer,
+    size: int,
+    cached: Lookup | None = None,
+    request_id: str = "",
+    *,
+    fail_open: bool = True,
+) -> PlanOutcome:
+    """`plan_request`, in a worker thread for a big body (see plan_in_thread). A failure
+    that is not the request's fault (a bug) forwards the request as it came when
+    `fail_open`: an untrimmed request may still fit, and the upstream's own error is better
+    than the proxy's."""
+    window = services.windows.lookup(body["model"], policy)
+    extra: list[ExtraSummary] = cached.found if cached is not None else []
+    try:
+        if plan_in_thread(body, tokenizer, size):
+            return await asyncio.to_thread(
+                plan_request,
+                body,
+                policy,
+                tokenizer,
+                window,
+                extra_summaries=extra,
+                terms=services.terms,
+            )
+        return plan_request(
+            body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
+        )
+    except ProxyError:
+        raise
+    except Exception as exc:
+        # The type and the place only: an exception's message may quote the request.
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"
+        logging.getLogger("context_proxy.plan").error(
+            "planning failed: %s at %s (request %s, team %s)",
+            type(exc).__name__,
+            where,
+            request_id,
+            policy.team,
+        )
+        if not fail_open:
+            raise PlanFailed(
+                "The proxy failed to plan this request; the failure is logged."
+            ) from None
+        services.metrics.plan_failures.labels(policy.team).inc()
+        return unplanned(body, window, type(exc).__name__)
