@@ -39,7 +39,7 @@ STEPS = [
     ("read>", "read_body"),
     ("parse>", "parse_chat_body (orjson + checks)"),
     ("plan<", "quota, tokenizer, summary lookup"),
-    ("planreq<", "thread hop out (+ window lookup)"),
+    ("planreq<", "thread hop out, if any (+ window lookup)"),
     ("planreq>", "plan_request"),
     ("plan>", "thread hop back"),
     ("payload>", "forwarded_payload"),
@@ -59,6 +59,7 @@ def serve_timed(out: Path, argv: list[str]) -> int:
 
     import proxy.app as app_mod
     import proxy.handlers as h
+    import proxy.plan_step as ps
     from proxy.cli import main as cli_main
     from proxy.upstream import Upstream, UpstreamResponse
 
@@ -102,7 +103,7 @@ def serve_timed(out: Path, argv: list[str]) -> int:
     timed(h, "read_body", "read<", "read>")
     timed(h, "parse_chat_body", None, "parse>")
     timed(h, "plan", "plan<", "plan>")
-    timed(h, "plan_request", "planreq<", "planreq>")
+    timed(ps, "plan_request", "planreq<", "planreq>")
     timed(h, "forwarded_payload", None, "payload>")
     timed(Upstream, "send", "send<", "send>")
     timed(UpstreamResponse, "read", None, "uread>")
