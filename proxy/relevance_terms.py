@@ -190,7 +190,7 @@ class TermIndex:
     def __init__(
         self,
         max_documents: int = 100_000,
-        max_words: int = 200_000,
+        max_words: int = 100_000,
         max_bytes: int = 32 * 2**20,
     ) -> None:
         self._max_documents = max_documents

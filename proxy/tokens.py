@@ -47,7 +47,7 @@ class TokenCounter:
     call for a model, and encodings load on first use (o200k_base takes ~0.2 s, ~77 MB).
     """
 
-    def __init__(self, cache_entries: int = 200_000) -> None:
+    def __init__(self, cache_entries: int = 100_000) -> None:
         self._cache = CountCache(cache_entries)
         self._lock = threading.Lock()
         self._texts: dict[str, TiktokenText | HFText] = {}
