@@ -20,6 +20,10 @@ class Action(str, Enum):
     SUMMARY_INSERTED = "summary-inserted"
 
 
+# Why an item was dropped for want of room, by its priority (both planning paths say it).
+OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}
+
+
 class Kind(str, Enum):
     MESSAGE = "message"  # a whole message's own text (or its text outside blocks)
     BLOCK = "block"  # an inline <context> block

@@ -19,15 +19,13 @@ from typing import Any
 from proxy.costs import count_message, overhead
 from proxy.extra_summaries import ExtraSummary
 from proxy.fit import ATTEMPTS
-from proxy.items import MARKER, Action, Decision
+from proxy.items import MARKER, OVER_BUDGET, Action, Decision
 from proxy.plain_chat import Chat, read_chat, repeats
 from proxy.plain_order import Choices, order_choices
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.tag_fields import section_policy
 from proxy.types import Body, Overflow, Priority, Section, Strategy, Tokenizer
-
-_OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}
 
 
 @dataclass(slots=True)
@@ -238,7 +236,7 @@ def _decide(plan: PlainOutcome) -> list[Decision]:
     for i, reason in plan.removed.items():
         decisions[i] = Decision(Action.DEDUPE, reason)
     kept: dict[int, Decision] = {}
-    dropped = {p: Decision(drop, reason) for p, reason in _OVER_BUDGET.items()}
+    dropped = {p: Decision(drop, reason) for p, reason in OVER_BUDGET.items()}
     groups, priority = choices.groups, chat.priority
     for c, lead in enumerate(choices.lead):
         grant, full = grants[c], choices.cost[c]

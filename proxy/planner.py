@@ -14,7 +14,7 @@ from proxy.budget import MIN_KEPT_TOKENS, Choice, allocate, reservations
 from proxy.clusters import Substitution, settle
 from proxy.dedupe import Dedupe, dedupe
 from proxy.history import keep_order, query_texts
-from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
+from proxy.items import MARKER, OVER_BUDGET, Action, Decision, Item, Kind, Layout
 from proxy.overflow import overflow
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
@@ -33,7 +33,6 @@ class Plan:
 
 # A choice's rank by its lead's priority (a required lead only in a group: ranked high).
 _RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
-_OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}  # a drop's reason
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
@@ -252,7 +251,7 @@ class Planner:
         # Decisions are never changed once made: equal ones are shared (one per cost kept,
         # one per priority dropped) rather than made per item of a long history.
         kept: dict[int, Decision] = {}
-        dropped = {p: Decision(drop, reason) for p, reason in _OVER_BUDGET.items()}
+        dropped = {p: Decision(drop, reason) for p, reason in OVER_BUDGET.items()}
         for c, choice in enumerate(choices):
             grant = grants.get(c, 0)
             host = choice.host
@@ -293,7 +292,7 @@ class Planner:
                 return Decision(Action.SUMMARIZE, f"replaced by the summary in message {s.msg}")
             if choice.host is not None:
                 return Decision(Action.DROP, "its tool group was dropped")
-            return Decision(Action.DROP, f"over budget ({item.priority.value} priority)")
+            return Decision(Action.DROP, OVER_BUDGET[item.priority])
         if c in sub.active:
             lost = sub.lost(c)
             anchor = min(self.items[k].msg for k in lost) if item.kind is not Kind.BLOCK else None
