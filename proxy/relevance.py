@@ -8,7 +8,8 @@ from typing import NamedTuple, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from proxy.relevance_terms import STOPWORDS, DocTerms, TermIndex, stem, terms
+from proxy.relevance_terms import STOPWORDS, stem, terms
+from proxy.term_index import DocTerms, TermIndex
 
 __all__ = ["STOPWORDS", "TermIndex", "expand_neighbors", "score_history", "stem", "terms"]
 
