@@ -117,16 +117,26 @@ class ChatTokenizer:
     def count_messages(self, messages: list[Message]) -> list[int]:
         """`count_message` of each message, in one call: a request's history is counted
         in a loop of hundreds, where a call and a lookup per message add up."""
-        tag, get, plain = self._tag, self._cache.get, _PLAIN_KEYS
+        tag, get, put, plain = self._tag, self._cache.get, self._cache.put, _PLAIN_KEYS
+        text, roles, exact = self._text.count, self._roles, self._factor == 1.0
         out: list[int] = []
         for m in messages:
             content = m.get("content")
             # A role and a text, the usual message, is within the plain keys at a glance.
             if type(content) is str and ((len(m) == 2 and "role" in m) or m.keys() <= plain):
-                count = get(hash((tag, m.get("role"), content, m.get("name"))))
-                if count is not None:
-                    out.append(count)
-                    continue
+                role = m.get("role")
+                key = hash((tag, role, content, m.get("name")))
+                count = get(key)
+                if count is None:
+                    # Counted here for the usual message (a first request brings hundreds):
+                    # 3 + role + content, as _message counts it.
+                    if len(m) == 2 and exact and role in roles and role != "function":
+                        count = 3 + roles[role] + text(content)
+                    else:
+                        count = self._scale(self._message(m))
+                    put(key, count)
+                out.append(count)
+                continue
             out.append(self.count_message(m))
         return out
 

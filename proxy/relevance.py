@@ -102,31 +102,35 @@ def score_history(
 
 
 class Collection:
-    """A request's history items as flat arrays: every (document, term) pair once."""
+    """A request's history items as one flat array of term ids, every word once."""
 
     def __init__(self, docs: Sequence[DocTerms], slots: NDArray[np.int32]) -> None:
         self.docs = docs
         self.n = n = len(docs)
-        ids, tfs, words, _ = zip(*docs, strict=True) if docs else ((), (), (), ())
-        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-        self.tfs = np.concatenate(tfs).astype(np.float64) if tfs else np.zeros(0, np.float64)
-        self.doc = np.repeat(np.arange(n), np.fromiter(map(len, ids), np.intp, n))
-        lengths = np.array(words, np.float64)
-        avg = float(lengths.sum()) / n or 1.0
+        arrays = [doc.ids for doc in docs]
+        lengths = np.fromiter(map(len, arrays), np.intp, n)
+        self.ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
+        self.starts = np.cumsum(lengths) - lengths  # where each document's words begin
+        avg = float(lengths.sum()) / n if n else 1.0
         # K1 * (1 - B + B * length / avg): BM25's length normalization of each document.
-        self.norms = K1 * (1.0 - B) + (K1 * B / avg) * lengths
+        self.norms = K1 * (1.0 - B) + (K1 * B / (avg or 1.0)) * lengths
         self._slots = slots
 
     def find(self, terms: NDArray[np.int32]) -> Match:
-        """The pairs that have one of `terms`, and how many documents have each term."""
-        # A table over all term ids (zero everywhere but here) answers for every pair at
+        """How often each of `terms` occurs in each document, and in how many documents."""
+        k = len(terms)
+        # A table over all term ids (zero everywhere but here) answers for every word at
         # once, by one gather: no sort, no search.
-        self._slots[terms] = np.arange(1, len(terms) + 1, dtype=np.int32)
+        self._slots[terms] = np.arange(1, k + 1, dtype=np.int32)
         place = self._slots[self.ids]
         self._slots[terms] = 0
-        hit = place > 0
-        where = place[hit] - 1
-        return Match(hit, where, np.bincount(where, minlength=len(terms)))
+        at = np.flatnonzero(place)
+        # Each hit's cell in a (document, term) table, numbered row by row; counted in
+        # order, so that the sums below add in an order the ids do not set.
+        cells = (np.searchsorted(self.starts, at, side="right") - 1) * k + (place[at] - 1)
+        cells, tfs = np.unique(cells, return_counts=True)
+        docs, where = np.divmod(cells, k)
+        return Match(docs, where, tfs, np.bincount(where, minlength=k))
 
     def idf(self, match: Match) -> NDArray[np.float64]:
         """BM25's idf of each term of `match`."""
@@ -142,26 +146,28 @@ class Collection:
         return self.sum(match, (K1 + 1.0) * w * self.idf(match))
 
     def sum(self, match: Match, factor: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Every document's sum of factor * tf / (tf + norm) over its pairs in `match`."""
-        tf = self.tfs[match.hit]
-        doc = self.doc[match.hit]
-        gains = factor[match.where] * tf / (tf + self.norms[doc])
+        """Every document's sum of factor * tf / (tf + norm) over its terms in `match`."""
+        tf = match.tfs.astype(np.float64)
+        gains = factor[match.where] * tf / (tf + self.norms[match.docs])
         # bincount adds in array order: the same total on every run and every replica. (With
-        # no pair at all it answers integers, hence the cast.)
-        totals = np.bincount(doc, weights=gains, minlength=self.n)
+        # no cell at all it answers integers, hence the cast.)
+        totals = np.bincount(match.docs, weights=gains, minlength=self.n)
         return totals.astype(np.float64, copy=False)
 
-    def without(self, ids: NDArray[np.int64], terms: NDArray[np.int32]) -> NDArray[np.int64]:
+    def without(self, ids: NDArray[np.int32], terms: NDArray[np.int32]) -> NDArray[np.int32]:
         """`ids` less those in `terms` (the table again: cheaper than np.isin's sort)."""
         self._slots[terms] = 1
         keep = self._slots[ids] == 0
         self._slots[terms] = 0
-        return cast(NDArray[np.int64], ids[keep])
+        return cast(NDArray[np.int32], ids[keep])
 
 
 class Match(NamedTuple):
-    hit: NDArray[np.bool_]  # which pairs have one of the terms
-    where: NDArray[np.int32]  # for those, the term's place among the terms
+    """The (document, term) cells where terms occur, row by row."""
+
+    docs: NDArray[np.intp]  # each cell's document
+    where: NDArray[np.intp]  # its term's place among the terms looked for
+    tfs: NDArray[np.intp]  # how often the term occurs in that document
     df: NDArray[np.intp]  # per term, how many documents have it
 
 
@@ -174,7 +180,7 @@ def _feedback(
     best = scored[np.lexsort((-scored, -scores[scored]))][:FEEDBACK_DOCS]
     if len(best) == 0:
         return None
-    pool = np.concatenate([found.docs[i].ids for i in best])
+    pool = np.concatenate([np.unique(found.docs[i].ids) for i in best])
     pool = found.without(pool, np.fromiter(query, np.int32, len(query)))
     candidates, seen = np.unique(pool, return_counts=True)
     common = seen >= 2
@@ -185,11 +191,9 @@ def _feedback(
     idf = found.idf(match)
     rank = seen * idf
     order = sorted(range(len(candidates)), key=lambda k: (-rank[k], names[candidates[k]]))
-    # One pass for the chosen terms: the others get a factor of 0, which adds nothing.
-    factor = np.zeros(len(candidates))
     chosen = order[:FEEDBACK_TERMS]
-    factor[chosen] = (K1 + 1.0) * idf[chosen]
-    return found.sum(match, factor)
+    # Found again in the chosen order, which the ids do not set: the sums add in it.
+    return found.sum(found.find(candidates[chosen]), (K1 + 1.0) * idf[chosen])
 
 
 def _spread(scores: NDArray[np.float64], weights: Sequence[float]) -> NDArray[np.float64]:

@@ -6,7 +6,6 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from itertools import chain
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -21,17 +20,24 @@ _NO_LABEL: frozenset[int] = frozenset()
 W = TypeVar("W", str, bytes)
 # The id every stopword counts as: counted, then set aside. Terms get ids from 1.
 _STOP = 0
+# Documents read together are joined into one text, with _END (a word of its own, that
+# no document may hold) after each; its id marks where each document's words end.
+_END = "\x00"
+_END_ID = -1
+_JOIN = f" {_END} "
 # Every byte that is not an ASCII lowercase letter or digit becomes a space: splitting the
 # result gives exactly `_ASCII_WORD.findall`, about twice as fast.
 _ASCII_SPACES = bytes(c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256))
+# The same, keeping _END.
+_ASCII_SPACES_END = _END.encode() + _ASCII_SPACES[1:]
+# `relevance_terms.words` for Unicode text, and _END.
+_WORD_OR_END = re.compile(r"[^\W_]+|\x00")
 
 
 class DocTerms(NamedTuple):
     """One history item as relevance sees it."""
 
-    ids: NDArray[np.int64]  # its distinct terms, as TermIndex ids
-    tfs: NDArray[np.int64]  # how often each occurs
-    length: int  # number of non-stopword words
+    ids: NDArray[np.int32]  # the term id of each of its words, in order, stopwords left out
     label: frozenset[int]  # the term ids of its speaker label ("Evan: ..."), if any
 
 
@@ -40,7 +46,7 @@ class TermIndex:
 
     Clients resend the whole history every turn, so each turn's words are read once and
     the next request only looks them up. Terms are numbered, and each document keeps its
-    term ids and counts as arrays, so that scoring a request is a few array operations over
+    words' term ids as an array, so that scoring a request is a few array operations over
     all its documents at once. Bounded: past `max_documents` documents, or `max_bytes` of
     their arrays (a 600-turn chat takes under 1 MB), the least recently used go;
     past `max_words` distinct words and terms everything starts over, between requests.
@@ -58,8 +64,8 @@ class TermIndex:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._docs: OrderedDict[int, DocTerms] = OrderedDict()
-        self._words: dict[str, int] = {}  # word -> term id, _STOP for a stopword
-        self._ascii_words: dict[bytes, int] = {}  # the same for ASCII words, as bytes
+        self._words: dict[str, int] = {_END: _END_ID}  # word -> term id, _STOP for a stopword
+        self._ascii_words: dict[bytes, int] = {_END.encode(): _END_ID}  # ASCII words as bytes
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
@@ -67,47 +73,42 @@ class TermIndex:
 
     def entry(self, doc: str) -> DocTerms:
         """The terms of `doc`, read once and then remembered."""
-        # Keyed by the text's hash, as the token count cache is: holding every text would
-        # double the index's memory (a collision, at ~n^2/2^65, only shifts one ranking).
-        key = hash(doc)
-        hit = self._docs.get(key)
-        if hit is not None:
-            self._docs.move_to_end(key)
-            return hit
-        ids = self._word_ids(doc)
-        counts = Counter(ids)
-        length = len(ids) - counts.pop(_STOP, 0)
-        label = _LABEL.match(doc) if ":" in doc else None  # the scan is cheaper than the match
-        speaker = frozenset(self.term_ids(label.group(1))) if label else _NO_LABEL
-        size = len(counts)
-        # Ids then counts in one array (one conversion instead of two), seen as two views.
-        both = np.fromiter(chain(counts.keys(), counts.values()), np.int64, 2 * size)
-        entry = DocTerms(both[:size], both[size:], length, speaker)
-        self._docs[key] = entry
-        self._bytes += _footprint(entry)
-        while len(self._docs) > self._max_documents or self._bytes > self._max_bytes:
-            self._bytes -= _footprint(self._docs.popitem(last=False)[1])
-        return entry
+        return self.entries([doc])[0]
 
     def entries(self, documents: Sequence[str]) -> list[DocTerms]:
-        """`entry` of each document; the known ones (every one but the newest, on a chat's
-        next turn) looked up in one lean loop."""
-        out: list[DocTerms] = []
+        """The terms of each document, read once and then remembered.
+
+        On a chat's next turn every document but the newest is known: they are looked up
+        in one lean loop. The new ones are read together, as one text: a first request
+        brings hundreds, and a call per document would cost more than the reading.
+        """
+        # Keyed by the text's hash, as the token count cache is: holding every text would
+        # double the index's memory (a collision, at ~n^2/2^65, only shifts one ranking).
+        out: list[DocTerms | None] = []
+        new: list[int] = []
         docs, found = self._docs, self._docs.get
         for doc in documents:
             key = hash(doc)
             hit = found(key)
             if hit is None:
-                hit = self.entry(doc)
+                new.append(len(out))
             else:
                 docs.move_to_end(key)
             out.append(hit)
-        return out
+        if new:
+            for i, entry in zip(new, self._read([documents[i] for i in new]), strict=True):
+                out[i] = entry
+                key = hash(documents[i])
+                if key not in docs:  # the same text twice in one request counts once
+                    docs[key] = entry
+                    self._bytes += _footprint(entry)
+            while len(docs) > self._max_documents or self._bytes > self._max_bytes:
+                self._bytes -= _footprint(docs.popitem(last=False)[1])
+        return out  # type: ignore[return-value]  # every None was replaced
 
     def counts(self, doc: str) -> dict[str, int]:
         """How often each term occurs in `doc` (for people and tests; scoring uses ids)."""
-        entry = self.entry(doc)
-        return {self.names[i]: int(c) for i, c in zip(entry.ids, entry.tfs, strict=True)}
+        return {self.names[i]: n for i, n in Counter(self.entry(doc).ids.tolist()).items()}
 
     def terms(self, text: str) -> list[str]:
         """`terms(text)`, with each word's term remembered."""
@@ -123,6 +124,48 @@ class TermIndex:
         if len(self._slots) < len(self.names):
             self._slots = np.zeros(2 * len(self.names), np.int32)
         return self._slots
+
+    def _read(self, documents: list[str]) -> list[DocTerms]:
+        """The entries of documents not seen before (in the order given)."""
+        ascii_docs = [i for i, doc in enumerate(documents) if doc.isascii()]
+        if len(ascii_docs) == len(documents):
+            return self._read_together(documents)
+        out: list[DocTerms | None] = [None] * len(documents)
+        others = sorted(set(range(len(documents))).difference(ascii_docs))
+        for group in (ascii_docs, others):
+            read = self._read_together([documents[i] for i in group])
+            for i, entry in zip(group, read, strict=True):
+                out[i] = entry
+        return out  # type: ignore[return-value]  # every None was replaced
+
+    def _read_together(self, documents: list[str]) -> list[DocTerms]:
+        """The entries of `documents`, their words split and looked up as one text."""
+        if not documents:
+            return []
+        lowered = (_JOIN.join(documents) + _JOIN).lower()
+        if lowered.count(_END) != len(documents):  # a document holds _END itself: one by one
+            return [self._read_one(doc) for doc in documents]
+        if lowered.isascii():
+            found = lowered.encode().translate(_ASCII_SPACES_END).split()
+            ids = self._looked_up(found, self._ascii_words, bytes.decode)
+        else:
+            ids = self._looked_up(_WORD_OR_END.findall(lowered), self._words, str)
+        word_ids = np.array(ids, np.int32)
+        kept = word_ids > 0  # neither stopwords nor ends
+        ends = np.cumsum(kept)[word_ids == _END_ID].tolist()  # kept words before each end
+        terms = word_ids[kept]
+        return [
+            DocTerms(terms[start:end].copy(), self._label(doc))  # a copy frees the rest
+            for doc, start, end in zip(documents, [0, *ends], ends, strict=False)
+        ]
+
+    def _read_one(self, doc: str) -> DocTerms:
+        return DocTerms(np.array(self.term_ids(doc), np.int32), self._label(doc))
+
+    def _label(self, doc: str) -> frozenset[int]:
+        """The term ids of `doc`'s speaker label, if it starts with one."""
+        label = _LABEL.match(doc) if ":" in doc else None  # the scan is cheaper than the match
+        return frozenset(self.term_ids(label.group(1))) if label else _NO_LABEL
 
     def _word_ids(self, text: str) -> list[int]:
         """The term id of each word of `text` (_STOP for a stopword), in order."""
@@ -172,12 +215,13 @@ class TermIndex:
         """Start over: the documents' arrays hold ids that are about to be reused."""
         self._docs.clear()
         self._bytes = 0
-        self._words.clear()
-        self._ascii_words.clear()
-        self._ids.clear()
         del self.names[1:]
+        for memo in (self._words, self._ascii_words, self._ids):
+            memo.clear()
+        self._words[_END] = _END_ID
+        self._ascii_words[_END.encode()] = _END_ID
 
 
 def _footprint(entry: DocTerms) -> int:
-    """About what a document costs the index: its arrays and the objects around them."""
-    return 2 * entry.ids.nbytes + 400
+    """About what a document costs the index: its array and the objects around it."""
+    return entry.ids.nbytes + 300

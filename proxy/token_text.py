@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tiktoken
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -100,8 +101,21 @@ class TiktokenText:
     def __init__(self, encoding: tiktoken.Encoding) -> None:
         self._enc = encoding
         self.name: str = encoding.name
+        # tiktoken's core can hand the tokens over as one buffer (what its encode_to_numpy
+        # uses) instead of a list of ints: counting 128k tokens takes 1.5 ms less (9%).
+        # Called directly: the public wrapper's checks cost 1.7 us a call, and a request
+        # is counted message by message. With no special token allowed it encodes as
+        # encode_ordinary does (tests/test_tokens.py holds them equal).
+        self._buffer: Callable[[str, set[str]], Any] | None = getattr(
+            encoding._core_bpe, "encode_to_tiktoken_buffer", None
+        )
 
     def count(self, text: str) -> int:
+        if self._buffer is not None:
+            try:
+                return np.frombuffer(self._buffer(text, set()), np.uint32).size
+            except UnicodeEncodeError:  # a lone surrogate: encode_ordinary replaces it
+                pass
         return len(self._enc.encode_ordinary(text))
 
     def prefixes(self, text: str) -> tuple[int, Prefixes]:

@@ -384,3 +384,23 @@ def test_documents_are_bounded_by_size() -> None:
     kept = list(index._docs)
     assert 0 < len(kept) < 40 and kept == [hash(d) for d in docs[-len(kept) :]]  # newest stay
     assert score_history("turn", docs, index=index) == score_history("turn", docs)
+
+
+ODD_TEXT = st.text(max_size=60) | st.sampled_from(["a\x00b c", "Σ ΣΑΣ σ", "İstanbul KELVIN", ""])
+
+
+@given(st.lists(ODD_TEXT | TEXT, max_size=10), st.lists(ODD_TEXT | TEXT, max_size=4))
+def test_documents_read_together_as_one_by_one(docs: list[str], before: list[str]) -> None:
+    # New documents are read as one joined text; each must get exactly the terms it gets
+    # alone (NUL bytes, Unicode case rules, duplicates and known documents included).
+    together = TermIndex()
+    together.entries(before)
+    read = together.entries(before[:1] + docs + docs[:2])
+    alone = TermIndex()
+    for doc, entry in zip(before[:1] + docs + docs[:2], read, strict=True):
+        one = alone.entry(doc)
+        assert [together.names[i] for i in entry.ids] == [alone.names[i] for i in one.ids]
+        assert [together.names[i] for i in entry.ids] == terms(doc)
+        assert {together.names[i] for i in entry.label} == {alone.names[i] for i in one.label}
+    # Each distinct text is held, and counted, once.
+    assert together._bytes == sum(len(e.ids) * 4 + 300 for e in together._docs.values())

@@ -18,6 +18,7 @@ from proxy.images import PatchRule, TileRule, image_rule, image_size, image_toke
 from proxy.policy import ModelPolicy, Policy
 from proxy.token_text import CountCache, HFText, TiktokenText, load_encoding
 from proxy.tokens import ChatTokenizer, TokenCounter
+from proxy.types import Message
 
 POLICY = Policy()
 
@@ -601,6 +602,29 @@ def test_truncate_tokenizer_json(hf_path: Path, text: str, n: int) -> None:
     check_truncation(t, HFText(hf_path), text, n)
 
 
+SPECIALS = st.sampled_from(["<|endoftext|>", "<|endofprompt|>", "<|fim_prefix|>", "\ud800", ""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=TEXT, special=SPECIALS, at=st.integers(min_value=0, max_value=300))
+def test_count_is_the_length_of_encode_ordinary(text: str, special: str, at: int) -> None:
+    # The count comes from tiktoken's token buffer; it must be encode_ordinary's length,
+    # special tokens counted as plain text and a lone surrogate replaced as it does.
+    text = text[:at] + special + text[at:]
+    for name in ("o200k_base", "cl100k_base"):
+        encoding = load_encoding(name)
+        assert TiktokenText(encoding).count(text) == len(encoding.encode_ordinary(text))
+
+
+def test_count_without_the_token_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An older tiktoken without encode_to_tiktoken_buffer: the list's length is used.
+    encoding = load_encoding("o200k_base")
+    text = TiktokenText(encoding)
+    monkeypatch.setattr(text, "_buffer", None)
+    sample = "hello <|endoftext|> world"
+    assert text.count(sample) == len(encoding.encode_ordinary(sample)) == 9
+
+
 # --- cache -------------------------------------------------------------------------------------
 
 
@@ -645,6 +669,30 @@ def test_count_messages_is_count_message_of_each(counter: TokenCounter) -> None:
     assert t.count_messages(messages) == want  # counted
     assert t.count_messages(messages) == want  # cached
     assert t.count_messages([]) == []
+
+
+PLAIN_MESSAGES = st.lists(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "function", "tool", "x"]),
+            "content": st.text(max_size=40),
+        },
+        optional={"name": st.sampled_from(["bob", ""])},
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages=PLAIN_MESSAGES, model=st.sampled_from(["gpt-4o", "gpt-4", "claude-3-opus"]))
+def test_count_messages_of_plain_messages(messages: list[Message], model: str) -> None:
+    # The batch counts the usual message (a role and a text) itself, once it knows the
+    # role's count: the same as count_message, exact or estimated, any role.
+    want = [tok(TokenCounter(), model).count_message(m) for m in messages]
+    batch = tok(TokenCounter(), model)
+    assert batch.count_messages(messages) == want
+    assert batch.count_messages(messages) == want  # cached
+    assert batch.count_messages(messages[::-1]) == want[::-1]
 
 
 def test_count_cache_keeps_what_was_used_since_the_last_turnover() -> None:
