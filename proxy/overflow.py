@@ -8,6 +8,8 @@ from proxy.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.policy import Policy
 from proxy.types import Section, Tokenizer
 
+_OVERFLOW = "required parts over the budget by "
+
 
 def overflow(
     layout: Layout,
@@ -39,9 +41,10 @@ def overflow(
         if it.kind is not Kind.OPAQUE and it.text
     ]
     cuts = cut_required(sizes, excess, marker)
-    problem = f"required parts over the budget by {excess:,} tokens: cut, current turn last"
-    if problem not in layout.problems:
-        layout.problems.append(problem)
+    # Said once, with the first plan's excess: the re-plans that tighten the target (see
+    # fit.Fit.run) would each add a larger, made-up figure.
+    if not any(p.startswith(_OVERFLOW) for p in layout.problems):
+        layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: cut, current turn last")
     decisions: dict[int, Decision] = {}
     for it in layout.items:
         if not it.required:

@@ -6,6 +6,7 @@ additive over pieces of a message, so the plan is tightened until the real count
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,7 +154,9 @@ def plan_request(
             if out is stripped
             else count_forwarded(tokenizer, body, out, known_counts(layout, full))
         )
-    changed = layout.tagged or plan is not None or bool(note)
+    # A plan that kept every message as it came (a cut of required parts that found nothing
+    # to cut) changes nothing either: the original bytes go.
+    changed = layout.tagged or bool(note) or (plan is not None and not _same(out, stripped))
     allocated = plan.allocated if plan is not None else None
 
     def report() -> PlanReport:
@@ -172,6 +175,11 @@ def plan_request(
         names,
         report,
     )
+
+
+def _same(out: list[Any], messages: list[Any]) -> bool:
+    """Whether `out` is `messages`, the very same objects in the same order."""
+    return len(out) == len(messages) and all(map(operator.is_, out, messages))
 
 
 def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome:

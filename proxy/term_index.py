@@ -25,13 +25,21 @@ _STOP = 0
 _END = "\x00"
 _END_ID = -1
 _JOIN = f" {_END} "
-# Every byte that is not an ASCII lowercase letter or digit becomes a space: splitting the
-# result gives exactly `_ASCII_WORD.findall`, about twice as fast.
-_ASCII_SPACES = bytes(c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256))
+# Words are read from the UTF-8 bytes: every ASCII byte that is not a letter or digit
+# becomes a space (and an uppercase letter, lowercase), and splitting the result gives the
+# text's *pieces*, which are its words (`relevance_terms.words`) wherever it is ASCII, four
+# times as fast as the regular expression. Text that is not all ASCII is lowercased first
+# (str.lower has rules of its own); a piece with other characters ("café", "great🎉",
+# "don’t") holds zero, one or more words, and is learnt as the one word it holds, or as
+# _SPLIT if several.
+_PIECE_BYTES = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128 else 32
+    for c in range(256)
+)
 # The same, keeping _END.
-_ASCII_SPACES_END = _END.encode() + _ASCII_SPACES[1:]
-# `relevance_terms.words` for Unicode text, and _END.
-_WORD_OR_END = re.compile(r"[^\W_]+|\x00")
+_PIECE_BYTES_END = _END.encode() + _PIECE_BYTES[1:]
+# The id of a piece that holds several words: its text is read with the regular expression.
+_SPLIT = -2
 
 
 class DocTerms(NamedTuple):
@@ -64,8 +72,8 @@ class TermIndex:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._docs: OrderedDict[int, DocTerms] = OrderedDict()
-        self._words: dict[str, int] = {_END: _END_ID}  # word -> term id, _STOP for a stopword
-        self._ascii_words: dict[bytes, int] = {_END.encode(): _END_ID}  # ASCII words as bytes
+        self._words: dict[str, int] = {}  # word -> term id, _STOP for a stopword
+        self._pieces: dict[bytes, int] = {_END.encode(): _END_ID}  # piece -> id (see _SPLIT)
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
@@ -126,38 +134,26 @@ class TermIndex:
         return self._slots
 
     def _read(self, documents: list[str]) -> list[DocTerms]:
-        """The entries of documents not seen before (in the order given)."""
-        ascii_docs = [i for i, doc in enumerate(documents) if doc.isascii()]
-        if len(ascii_docs) == len(documents):
-            return self._read_together(documents)
-        out: list[DocTerms | None] = [None] * len(documents)
-        others = sorted(set(range(len(documents))).difference(ascii_docs))
-        for group in (ascii_docs, others):
-            read = self._read_together([documents[i] for i in group])
-            for i, entry in zip(group, read, strict=True):
-                out[i] = entry
-        return out  # type: ignore[return-value]  # every None was replaced
-
-    def _read_together(self, documents: list[str]) -> list[DocTerms]:
-        """The entries of `documents`, their words split and looked up as one text."""
-        if not documents:
-            return []
-        lowered = (_JOIN.join(documents) + _JOIN).lower()
-        if lowered.count(_END) != len(documents):  # a document holds _END itself: one by one
+        """The entries of documents not seen before, their words split and looked up as
+        one text."""
+        joined = _JOIN.join(map(_lowered, documents)) + _JOIN
+        if joined.count(_END) != len(documents):  # a document holds _END itself: one by one
             return [self._read_one(doc) for doc in documents]
-        if lowered.isascii():
-            found = lowered.encode().translate(_ASCII_SPACES_END).split()
-            ids = self._looked_up(found, self._ascii_words, bytes.decode)
-        else:
-            ids = self._looked_up(_WORD_OR_END.findall(lowered), self._words, str)
-        word_ids = np.array(ids, np.int32)
-        kept = word_ids > 0  # neither stopwords nor ends
-        ends = np.cumsum(kept)[word_ids == _END_ID].tolist()  # kept words before each end
+        found = joined.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES_END).split()
+        word_ids = np.array(self._piece_ids(found), np.int32)
+        ends = word_ids == _END_ID
+        kept = word_ids > 0  # neither stopwords, ends, nor pieces of several words
+        stops = np.cumsum(kept)[ends].tolist()  # kept words before each end
         terms = word_ids[kept]
-        return [
-            DocTerms(terms[start:end].copy(), self._label(doc))  # a copy frees the rest
-            for doc, start, end in zip(documents, [0, *ends], ends, strict=False)
+        out = [
+            DocTerms(terms[start:stop].copy(), self._label(doc))  # a copy frees the rest
+            for doc, start, stop in zip(documents, [0, *stops], stops, strict=False)
         ]
+        split = np.flatnonzero(word_ids == _SPLIT)
+        if len(split):  # the documents with a piece of several words: one by one
+            for i in set(np.searchsorted(np.flatnonzero(ends), split).tolist()):
+                out[i] = self._read_one(documents[i])
+        return out
 
     def _read_one(self, doc: str) -> DocTerms:
         return DocTerms(np.array(self.term_ids(doc), np.int32), self._label(doc))
@@ -169,15 +165,30 @@ class TermIndex:
 
     def _word_ids(self, text: str) -> list[int]:
         """The term id of each word of `text` (_STOP for a stopword), in order."""
-        lowered = text.lower()
-        if lowered.isascii():
-            return self._looked_up(
-                lowered.encode().translate(_ASCII_SPACES).split(), self._ascii_words, bytes.decode
-            )
-        return self._looked_up(words(lowered), self._words, str)
+        lowered = _lowered(text)
+        ids = self._piece_ids(
+            lowered.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES).split()
+        )
+        if _SPLIT in ids:
+            return self._looked_up(words(text.lower()), self._words, self._learn)
+        return ids
+
+    def _piece_ids(self, pieces: list[bytes]) -> list[int]:
+        """The id of each piece (see _SPLIT), through the memo, which learns those it lacks."""
+        return self._looked_up(pieces, self._pieces, self._piece)
+
+    def _piece(self, piece: bytes) -> int:
+        """The id of a piece not seen before."""
+        text = piece.decode("utf-8", "surrogatepass")
+        if text.isascii():
+            return self._learn(text)
+        held = words(text)
+        if len(held) == 1:
+            return self._learn(held[0])
+        return _SPLIT if held else _STOP  # none: like a stopword, it is not counted
 
     def _looked_up(
-        self, found: list[W], memo: dict[W, int], as_text: Callable[[W], str]
+        self, found: list[W], memo: dict[W, int], learn: Callable[[W], int]
     ) -> list[int]:
         """The ids of the words `found` through `memo`, which learns the words it lacks."""
         # The lookups run in C; most words are known already, so the unknown ones are
@@ -186,7 +197,7 @@ class TermIndex:
             return list(map(memo.__getitem__, found))
         except KeyError:
             for w in set(found).difference(memo):
-                memo[w] = self._learn(as_text(w))
+                memo[w] = learn(w)
             return list(map(memo.__getitem__, found))
 
     def _learn(self, word: str) -> int:
@@ -208,7 +219,7 @@ class TermIndex:
     def begin(self) -> None:
         """Called (under the lock) before a request takes any id: past `max_words` the
         index starts over then, never in the middle of a request, whose ids must agree."""
-        if len(self._words) + len(self._ascii_words) + len(self.names) > self._max_words:
+        if len(self._words) + len(self._pieces) + len(self.names) > self._max_words:
             self._forget()
 
     def _forget(self) -> None:
@@ -216,10 +227,14 @@ class TermIndex:
         self._docs.clear()
         self._bytes = 0
         del self.names[1:]
-        for memo in (self._words, self._ascii_words, self._ids):
+        for memo in (self._words, self._pieces, self._ids):
             memo.clear()
-        self._words[_END] = _END_ID
-        self._ascii_words[_END.encode()] = _END_ID
+        self._pieces[_END.encode()] = _END_ID
+
+
+def _lowered(text: str) -> str:
+    """`text`, lowercased unless it is all ASCII (the byte table lowercases that)."""
+    return text if text.isascii() else text.lower()
 
 
 def _footprint(entry: DocTerms) -> int:

@@ -164,6 +164,21 @@ def test_required_overflow_cuts_current_turn_when_it_must() -> None:
     assert out.truncated == 1
 
 
+def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came() -> None:
+    # Found by the planner's property test: the required parts (two opaque messages and an
+    # empty turn) are over a tiny budget and nothing can be cut. The original body goes
+    # (its bytes, not a copy), and the overflow is told once, with its real size.
+    policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
+    body = body_of([None, None, user("", name="m2")])
+    out = plan_request(body, policy, WORDS, 20)
+    assert out.body is body and not out.changed and out.trimmed == 0
+    assert out.tokens_after == out.tokens_before == 18 > out.budget == 16
+    assert out.problems[-2:] == [
+        "required parts over the budget by 2 tokens: cut, current turn last",
+        "could not fit the budget of 16 tokens; sent 18",
+    ]
+
+
 # --- tool groups -------------------------------------------------------------------------------
 
 

@@ -386,13 +386,16 @@ def test_documents_are_bounded_by_size() -> None:
     assert score_history("turn", docs, index=index) == score_history("turn", docs)
 
 
-ODD_TEXT = st.text(max_size=60) | st.sampled_from(["a\x00b c", "Σ ΣΑΣ σ", "İstanbul KELVIN", ""])
+ODD_TEXT = st.text(max_size=60) | st.sampled_from(
+    ["a\x00b c", "Σ ΣΑΣ σ ΑΣ'Α", "İstanbul KELVIN", "", "don’t Stop", "great🎉 CAFÉ —", "\ud800x"]
+)
 
 
 @given(st.lists(ODD_TEXT | TEXT, max_size=10), st.lists(ODD_TEXT | TEXT, max_size=4))
 def test_documents_read_together_as_one_by_one(docs: list[str], before: list[str]) -> None:
-    # New documents are read as one joined text; each must get exactly the terms it gets
-    # alone (NUL bytes, Unicode case rules, duplicates and known documents included).
+    # New documents are read as one joined text, split as bytes; each must get exactly the
+    # terms it gets alone (NUL bytes, Unicode case rules, pieces of several words such as
+    # "don’t", duplicates and known documents included).
     together = TermIndex()
     together.entries(before)
     read = together.entries(before[:1] + docs + docs[:2])
