@@ -6,7 +6,7 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +17,6 @@ from proxy.relevance_terms import STOPWORDS, term, words
 _LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
 
 _NO_LABEL: frozenset[int] = frozenset()
-W = TypeVar("W", str, bytes)
 # The id every stopword counts as: counted, then set aside. Terms get ids from 1.
 _STOP = 0
 # Documents read together are joined into one text, with _END (a word of its own, that
@@ -72,7 +71,7 @@ class TermIndex:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._docs: OrderedDict[int, DocTerms] = OrderedDict()
-        self._words: dict[str, int] = {}  # word -> term id, _STOP for a stopword
+        self._words: dict[str, int] = {}  # word -> term id, for text read by the regex
         self._pieces: dict[bytes, int] = {_END.encode(): _END_ID}  # piece -> id (see _SPLIT)
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
@@ -170,29 +169,34 @@ class TermIndex:
             lowered.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES).split()
         )
         if _SPLIT in ids:
-            return self._looked_up(words(text.lower()), self._words, self._learn)
+            return self._looked_up(words(text.lower()), self._words, self._term_id)
         return ids
 
     def _piece_ids(self, pieces: list[bytes]) -> list[int]:
         """The id of each piece (see _SPLIT), through the memo, which learns those it lacks."""
-        return self._looked_up(pieces, self._pieces, self._piece)
+        memo = self._pieces
+        # The lookups run in C; most pieces are known already, so the unknown ones are
+        # looked for only when there is one.
+        try:
+            return list(map(memo.__getitem__, pieces))
+        except KeyError:
+            term_id = self._term_id
+            for piece in set(pieces).difference(memo):
+                text = piece.decode("utf-8", "surrogatepass")
+                memo[piece] = term_id(text) if text.isascii() else self._mixed_piece(text)
+            return list(map(memo.__getitem__, pieces))
 
-    def _piece(self, piece: bytes) -> int:
-        """The id of a piece not seen before."""
-        text = piece.decode("utf-8", "surrogatepass")
-        if text.isascii():
-            return self._learn(text)
+    def _mixed_piece(self, text: str) -> int:
+        """The id of a piece with characters other than ASCII."""
         held = words(text)
         if len(held) == 1:
-            return self._learn(held[0])
+            return self._term_id(held[0])
         return _SPLIT if held else _STOP  # none: like a stopword, it is not counted
 
     def _looked_up(
-        self, found: list[W], memo: dict[W, int], learn: Callable[[W], int]
+        self, found: list[str], memo: dict[str, int], learn: Callable[[str], int]
     ) -> list[int]:
         """The ids of the words `found` through `memo`, which learns the words it lacks."""
-        # The lookups run in C; most words are known already, so the unknown ones are
-        # looked for only when there is one.
         try:
             return list(map(memo.__getitem__, found))
         except KeyError:
@@ -200,20 +204,15 @@ class TermIndex:
                 memo[w] = learn(w)
             return list(map(memo.__getitem__, found))
 
-    def _learn(self, word: str) -> int:
-        """The id of a word not in the memo it is being learnt for (the other may have it)."""
-        known = self._words.get(word)
-        if known is not None:
-            return known
+    def _term_id(self, word: str) -> int:
+        """The id of the term a lowercased word counts as; _STOP for a stopword."""
         if word in STOPWORDS:
-            self._words[word] = _STOP
             return _STOP
         t = term(word)
         i = self._ids.get(t)
         if i is None:
             i = self._ids[t] = len(self.names)
             self.names.append(t)
-        self._words[word] = i
         return i
 
     def begin(self) -> None:
