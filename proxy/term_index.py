@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -169,7 +169,7 @@ class TermIndex:
             lowered.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES).split()
         )
         if _SPLIT in ids:
-            return self._looked_up(words(text.lower()), self._words, self._term_id)
+            return self._regex_ids(text.lower())
         return ids
 
     def _piece_ids(self, pieces: list[bytes]) -> list[int]:
@@ -193,15 +193,14 @@ class TermIndex:
             return self._term_id(held[0])
         return _SPLIT if held else _STOP  # none: like a stopword, it is not counted
 
-    def _looked_up(
-        self, found: list[str], memo: dict[str, int], learn: Callable[[str], int]
-    ) -> list[int]:
-        """The ids of the words `found` through `memo`, which learns the words it lacks."""
+    def _regex_ids(self, lowered: str) -> list[int]:
+        """`_word_ids` of text with a piece of several words, read by the regular expression."""
+        found, memo = words(lowered), self._words
         try:
             return list(map(memo.__getitem__, found))
         except KeyError:
             for w in set(found).difference(memo):
-                memo[w] = learn(w)
+                memo[w] = self._term_id(w)
             return list(map(memo.__getitem__, found))
 
     def _term_id(self, word: str) -> int:

@@ -50,12 +50,18 @@ def load_encoding(name: str) -> tiktoken.Encoding:
     previous = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
     try:
-        return tiktoken.get_encoding(name)
+        encoding = tiktoken.get_encoding(name)
     finally:
         if previous is None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    # The encoding keeps a Python copy of its merge ranks (200k bytes -> int for o200k,
+    # ~29 MB resident) that only pickling reads: the Rust core that encodes and decodes
+    # holds its own. We never pickle an encoding, so the copy goes (tests check that
+    # counting, cutting and decoding still work).
+    encoding._mergeable_ranks = {}
+    return encoding
 
 
 class CountCache:

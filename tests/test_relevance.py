@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from proxy.relevance import (
     K1,
     STOPWORDS,
     B,
+    Collection,
     TermIndex,
     expand_neighbors,
     score_history,
@@ -407,3 +409,20 @@ def test_documents_read_together_as_one_by_one(docs: list[str], before: list[str
         assert {together.names[i] for i in entry.label} == {alone.names[i] for i in one.label}
     # Each distinct text is held, and counted, once.
     assert together._bytes == sum(len(e.ids) * 4 + 300 for e in together._docs.values())
+
+
+@given(DOCS, TEXT, st.data())
+def test_columns_of_a_match_are_a_match_of_those_terms(
+    docs: list[str], text: str, data: st.DataObject
+) -> None:
+    # Feedback takes its chosen terms' cells from the candidates' match instead of reading
+    # the documents again: the very same cells, in the same order, as a match of those.
+    index = TermIndex()
+    found = Collection(index.entries(docs), index.slots())
+    terms = np.array(list(dict.fromkeys(index.term_ids(text))), np.int32)
+    chosen = data.draw(st.permutations(range(len(terms))).map(lambda p: p[: len(p) // 2 + 1]))
+    if not len(terms):
+        return
+    picked, direct = found.find(terms).columns(chosen), found.find(terms[chosen])
+    for mine, theirs in zip(picked, direct, strict=True):
+        assert mine.tolist() == theirs.tolist()

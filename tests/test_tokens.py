@@ -602,6 +602,16 @@ def test_truncate_tokenizer_json(hf_path: Path, text: str, n: int) -> None:
     check_truncation(t, HFText(hf_path), text, n)
 
 
+def test_loaded_encodings_keep_no_python_copy_of_their_ranks() -> None:
+    # ~29 MB of o200k's resident memory; counting, cutting and decoding use the Rust core.
+    for name, size in (("o200k_base", 200019), ("cl100k_base", 100277)):
+        encoding = load_encoding(name)
+        assert encoding._mergeable_ranks == {}
+        tokens = encoding.encode_ordinary("hello <|endoftext|> wörld")
+        assert encoding.decode(tokens) == "hello <|endoftext|> wörld"
+        assert encoding.decode_bytes(tokens[:1]) == b"hello" and encoding.n_vocab == size
+
+
 SPECIALS = st.sampled_from(["<|endoftext|>", "<|endofprompt|>", "<|fim_prefix|>", "\ud800", ""])
 
 
