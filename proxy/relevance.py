@@ -102,15 +102,17 @@ def score_history(
 
 
 class Collection:
-    """A request's history items as one flat array of term ids, every word once."""
+    """A request's history items as flat arrays: every (document, term) pair once."""
 
     def __init__(self, docs: Sequence[DocTerms], slots: NDArray[np.int32]) -> None:
         self.docs = docs
         self.n = n = len(docs)
-        arrays = [doc.ids for doc in docs]
-        lengths = np.fromiter(map(len, arrays), np.intp, n)
-        self.ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
-        self.doc = np.repeat(np.arange(n), lengths)  # each word's document
+        pairs, words, _ = zip(*docs, strict=True) if docs else ((), (), ())
+        both = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int32)
+        self.ids: NDArray[np.int32] = np.ascontiguousarray(both[:, 0])
+        self.tfs: NDArray[np.int32] = both[:, 1]
+        self.doc = np.repeat(np.arange(n), np.fromiter(map(len, pairs), np.intp, n))
+        lengths = np.array(words, np.float64)
         avg = float(lengths.sum()) / n if n else 1.0
         # K1 * (1 - B + B * length / avg): BM25's length normalization of each document.
         self.norms = K1 * (1.0 - B) + (K1 * B / (avg or 1.0)) * lengths
@@ -125,10 +127,18 @@ class Collection:
         place = self._slots[self.ids]
         self._slots[terms] = 0
         at = np.flatnonzero(place != 0)  # (six times faster than on the integers)
-        # Each hit's cell in a (document, term) table, numbered row by row; counted in
-        # order, so that the sums below add in an order the ids do not set.
-        cells = self.doc[at] * k + (place[at] - 1)
-        cells, tfs = np.unique(cells, return_counts=True)
+        # Each hit's cell in a (document, term) table, numbered row by row and put in that
+        # order (a document's pairs come by term id): the sums below add in it, and so
+        # give the same floats whatever ids the terms have.
+        cells, tfs = self.doc[at] * k + (place[at] - 1), self.tfs[at]
+        if self.n * k <= _DENSE * len(cells):  # most cells hit: a table orders them for free
+            table = np.zeros(self.n * k, np.int32)
+            table[cells] = tfs
+            cells = np.flatnonzero(table != 0)
+            tfs = table[cells]
+        else:
+            order = np.argsort(cells)
+            cells, tfs = cells[order], tfs[order]
         docs, where = np.divmod(cells, k)
         return Match(docs, where, tfs, np.bincount(where, minlength=k))
 
@@ -162,12 +172,17 @@ class Collection:
         return cast(NDArray[np.int32], ids[keep])
 
 
+# `find` puts the cells in order through a table over all of them while they are at most
+# this many per hit (a few terms, many words: tool output, code), else by sorting the hits.
+_DENSE = 16
+
+
 class Match(NamedTuple):
     """The (document, term) cells where terms occur, row by row."""
 
     docs: NDArray[np.intp]  # each cell's document
     where: NDArray[np.intp]  # its term's place among the terms looked for
-    tfs: NDArray[np.intp]  # how often the term occurs in that document
+    tfs: NDArray[np.int32]  # how often the term occurs in that document
     df: NDArray[np.intp]  # per term, how many documents have it
 
     def columns(self, chosen: Sequence[int]) -> Match:
@@ -191,7 +206,7 @@ def _feedback(
     best = scored[np.lexsort((-scored, -scores[scored]))][:FEEDBACK_DOCS]
     if len(best) == 0:
         return None
-    pool = np.concatenate([np.unique(found.docs[i].ids) for i in best])
+    pool = np.concatenate([found.docs[i].ids for i in best])
     pool = found.without(pool, np.fromiter(query, np.int32, len(query)))
     candidates, seen = np.unique(pool, return_counts=True)
     common = seen >= 2

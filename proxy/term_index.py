@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -44,8 +44,21 @@ _SPLIT = -2
 class DocTerms(NamedTuple):
     """One history item as relevance sees it."""
 
-    ids: NDArray[np.int32]  # the term id of each of its words, in order, stopwords left out
+    # Its distinct terms (stopwords left out): rows of (TermIndex id, how often it occurs),
+    # one array, so that a request's documents are joined in one step.
+    pairs: NDArray[np.int32]
+    length: int  # number of non-stopword words
     label: frozenset[int]  # the term ids of its speaker label ("Evan: ..."), if any
+
+    @property
+    def ids(self) -> NDArray[np.int32]:
+        ids: NDArray[np.int32] = self.pairs[:, 0]
+        return ids
+
+    @property
+    def tfs(self) -> NDArray[np.int32]:
+        tfs: NDArray[np.int32] = self.pairs[:, 1]
+        return tfs
 
 
 class TermIndex:
@@ -53,7 +66,7 @@ class TermIndex:
 
     Clients resend the whole history every turn, so each turn's words are read once and
     the next request only looks them up. Terms are numbered, and each document keeps its
-    words' term ids as an array, so that scoring a request is a few array operations over
+    terms' ids and counts as arrays, so that scoring a request is a few array operations over
     all its documents at once. Bounded: past `max_documents` documents, or `max_bytes` of
     their arrays (a 600-turn chat takes under 1 MB), the least recently used go;
     past `max_words` distinct words and terms everything starts over, between requests.
@@ -115,7 +128,7 @@ class TermIndex:
 
     def counts(self, doc: str) -> dict[str, int]:
         """How often each term occurs in `doc` (for people and tests; scoring uses ids)."""
-        return {self.names[i]: n for i, n in Counter(self.entry(doc).ids.tolist()).items()}
+        return {self.names[i]: n for i, n in self.entry(doc).pairs.tolist()}
 
     def terms(self, text: str) -> list[str]:
         """`terms(text)`, with each word's term remembered."""
@@ -134,7 +147,7 @@ class TermIndex:
 
     def _read(self, documents: list[str]) -> list[DocTerms]:
         """The entries of documents not seen before, their words split and looked up as
-        one text."""
+        one text, and counted (per document and term) in one sort."""
         joined = _JOIN.join(map(_lowered, documents)) + _JOIN
         if joined.count(_END) != len(documents):  # a document holds _END itself: one by one
             return [self._read_one(doc) for doc in documents]
@@ -142,11 +155,17 @@ class TermIndex:
         word_ids = np.array(self._piece_ids(found), np.int32)
         ends = word_ids == _END_ID
         kept = word_ids > 0  # neither stopwords, ends, nor pieces of several words
-        stops = np.cumsum(kept)[ends].tolist()  # kept words before each end
-        terms = word_ids[kept]
+        doc = np.cumsum(ends)[kept]  # each kept word's document (ends before it)
+        pairs, tfs = np.unique(doc * len(self.names) + word_ids[kept], return_counts=True)
+        docs, ids = np.divmod(pairs, len(self.names))
+        both = np.stack([ids, tfs], axis=1).astype(np.int32)
+        bounds = np.searchsorted(docs, np.arange(len(documents) + 1)).tolist()
+        lengths = np.bincount(doc, minlength=len(documents)).tolist()
         out = [
-            DocTerms(terms[start:stop].copy(), self._label(doc))  # a copy frees the rest
-            for doc, start, stop in zip(documents, [0, *stops], stops, strict=False)
+            DocTerms(both[start:stop].copy(), length, self._label(text))  # a copy frees the rest
+            for text, start, stop, length in zip(
+                documents, bounds, bounds[1:], lengths, strict=False
+            )
         ]
         split = np.flatnonzero(word_ids == _SPLIT)
         if len(split):  # the documents with a piece of several words: one by one
@@ -155,7 +174,9 @@ class TermIndex:
         return out
 
     def _read_one(self, doc: str) -> DocTerms:
-        return DocTerms(np.array(self.term_ids(doc), np.int32), self._label(doc))
+        ids, tfs = np.unique(np.array(self.term_ids(doc), np.int32), return_counts=True)
+        pairs = np.stack([ids, tfs], axis=1).astype(np.int32)
+        return DocTerms(pairs, int(tfs.sum()), self._label(doc))
 
     def _label(self, doc: str) -> frozenset[int]:
         """The term ids of `doc`'s speaker label, if it starts with one."""
@@ -236,5 +257,5 @@ def _lowered(text: str) -> str:
 
 
 def _footprint(entry: DocTerms) -> int:
-    """About what a document costs the index: its array and the objects around it."""
-    return entry.ids.nbytes + 300
+    """About what a document costs the index: its arrays and the objects around them."""
+    return entry.pairs.nbytes + 400

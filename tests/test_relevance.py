@@ -22,6 +22,7 @@ from proxy.relevance import (
     stem,
     terms,
 )
+from proxy.term_index import _footprint
 
 HISTORY = [
     "Caroline: I went to the LGBTQ support group yesterday, it was powerful.",
@@ -404,11 +405,12 @@ def test_documents_read_together_as_one_by_one(docs: list[str], before: list[str
     alone = TermIndex()
     for doc, entry in zip(before[:1] + docs + docs[:2], read, strict=True):
         one = alone.entry(doc)
-        assert [together.names[i] for i in entry.ids] == [alone.names[i] for i in one.ids]
-        assert [together.names[i] for i in entry.ids] == terms(doc)
+        mine = dict(zip([together.names[i] for i in entry.ids], entry.tfs.tolist(), strict=True))
+        assert mine == {alone.names[i]: n for i, n in zip(one.ids, one.tfs.tolist(), strict=True)}
+        assert mine == Counter(terms(doc)) and entry.length == len(terms(doc))
         assert {together.names[i] for i in entry.label} == {alone.names[i] for i in one.label}
     # Each distinct text is held, and counted, once.
-    assert together._bytes == sum(len(e.ids) * 4 + 300 for e in together._docs.values())
+    assert together._bytes == sum(map(_footprint, together._docs.values()))
 
 
 @given(DOCS, TEXT, st.data())
