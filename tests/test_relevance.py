@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from proxy import relevance
 from proxy.relevance import (
     CONTEXT_TERMS,
     K1,
@@ -428,3 +429,19 @@ def test_columns_of_a_match_are_a_match_of_those_terms(
     picked, direct = found.find(terms).columns(chosen), found.find(terms[chosen])
     for mine, theirs in zip(picked, direct, strict=True):
         assert mine.tolist() == theirs.tolist()
+
+
+@given(DOCS, TEXT)
+def test_find_orders_cells_the_same_by_table_or_by_sort(docs: list[str], text: str) -> None:
+    # `find` orders the cells through a table when most of them hit, else by sorting: the
+    # sums add in that order, so both ways must give the very same cells.
+    index = TermIndex()
+    found = Collection(index.entries(docs), index.slots())
+    terms = np.array(list(dict.fromkeys(index.term_ids(text))), np.int32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(relevance, "_DENSE", 0)  # always sort
+        by_sort = found.find(terms)
+        patch.setattr(relevance, "_DENSE", 10**9)  # always the table
+        by_table = found.find(terms)
+    for a, b in zip(by_sort, by_table, strict=True):
+        assert a.tolist() == b.tolist()
