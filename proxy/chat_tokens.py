@@ -19,7 +19,10 @@ or of its JSON bytes), in a bounded cache shared by all tokenizers (token_text.C
 from __future__ import annotations
 
 import math
-from typing import Any
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 import orjson
 
@@ -28,6 +31,10 @@ from proxy.token_text import CountCache, HFText, TiktokenText, format_functions
 from proxy.types import Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
+# New message text from which count_messages counts in a thread (about 16k tokens, a few
+# milliseconds of tiktoken: worth a thread's start).
+_THREAD_CHARS = 64 * 1024
+T = TypeVar("T")
 
 
 class ChatTokenizer:
@@ -114,12 +121,21 @@ class ChatTokenizer:
             self._cache.put(key, count)
         return count
 
-    def count_messages(self, messages: list[Message]) -> list[int]:
+    def count_messages(
+        self, messages: list[Message], alongside: Callable[[], object] | None = None
+    ) -> list[int]:
         """`count_message` of each message, in one call: a request's history is counted
-        in a loop of hundreds, where a call and a lookup per message add up."""
+        in a loop of hundreds, where a call and a lookup per message add up.
+
+        The usual messages (a role and a text) not counted before are counted together,
+        in one call to the tokenizer (`count_many`). When they come to _THREAD_CHARS or
+        more (a first look at a long conversation), that call runs in a thread, free of
+        the GIL, and `alongside` (work the caller will need, such as reading the history
+        for relevance) runs on this thread meanwhile; otherwise `alongside` is not run.
+        """
         tag, get, put, plain = self._tag, self._cache.get, self._cache.put, _PLAIN_KEYS
-        text, roles, exact = self._text.count, self._roles, self._factor == 1.0
         out: list[int] = []
+        new: list[tuple[int, int, str, str]] = []  # place in out, cache key, role, text
         for m in messages:
             content = m.get("content")
             # A role and a text, the usual message, is within the plain keys at a glance.
@@ -128,16 +144,27 @@ class ChatTokenizer:
                 key = hash((tag, role, content, m.get("name")))
                 count = get(key)
                 if count is None:
-                    # Counted here for the usual message (a first request brings hundreds):
-                    # 3 + role + content, as _message counts it.
-                    if len(m) == 2 and exact and role in roles and role != "function":
-                        count = 3 + roles[role] + text(content)
+                    if len(m) == 2 and type(role) is str and role != "function":
+                        new.append((len(out), key, role, content))  # counted below
+                        count = 0
                     else:
                         count = self._scale(self._message(m))
-                    put(key, count)
+                        put(key, count)
                 out.append(count)
                 continue
             out.append(self.count_message(m))
+        if new:
+            texts = [text for _, _, _, text in new]
+            if alongside is not None and sum(map(len, texts)) >= _THREAD_CHARS:
+                counted = _started(partial(self._text.count_many, texts))
+                alongside()
+                counts = counted()
+            else:
+                counts = self._text.count_many(texts)
+            for (place, key, role, _), n in zip(new, counts, strict=True):
+                # 3 + role + content, as _message counts a message without a name.
+                out[place] = count = self._scale(3 + self._role(role) + n)
+                put(key, count)
         return out
 
     def count_request_overhead(self, body: Body) -> int:
@@ -232,3 +259,27 @@ def _dicts(value: object) -> list[dict[str, Any]]:
 
 def _role(message: object) -> object:
     return message.get("role") if isinstance(message, dict) else None
+
+
+def _started(work: Callable[[], T]) -> Callable[[], T]:
+    """`work` started in a thread of its own; call the result to wait for its value (or
+    its exception, raised here)."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(work())
+        except BaseException as error:  # handed to the caller, which raises it
+            failed.append(error)
+
+    thread = threading.Thread(target=run, name="count", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if failed:
+            raise failed[0]
+        return done[0]
+
+    return result

@@ -9,7 +9,7 @@ and a Part per message. `read_chat` returns None for anything else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any, cast
@@ -70,9 +70,11 @@ def _no_tag(text: str) -> bool:
     return "<" not in text or "<context" not in text
 
 
-def untagged_counts(messages: list[Any], tokenizer: Tokenizer) -> list[int] | None:
+def untagged_counts(
+    messages: list[Any], tokenizer: Tokenizer, alongside: Callable[[], object] | None = None
+) -> list[int] | None:
     """Each message's count when no message has a tag or an odd shape (nothing to strip
-    or report), else None."""
+    or report), else None. `alongside`: see ChatTokenizer.count_messages."""
     for m in messages:  # _plain's common case inlined: this runs per message
         if not (
             (
@@ -87,7 +89,7 @@ def untagged_counts(messages: list[Any], tokenizer: Tokenizer) -> list[int] | No
             return None
     many = getattr(tokenizer, "count_messages", None)  # tokens.ChatTokenizer's batch count
     if many is not None:
-        return cast(list[int], many(messages))
+        return cast(list[int], many(messages, alongside))
     count = tokenizer.count_message
     return [count(m) for m in messages]
 

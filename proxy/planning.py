@@ -10,6 +10,7 @@ import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from proxy.budget import compute_budget
@@ -86,7 +87,15 @@ def plan_request(
     )
     totals = (budget, context_window)
     names = (tokenizer.name, tokenizer.estimated)
-    known = None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer)
+    alongside = None
+    if policy.history.relevance == "bm25":
+        terms = terms if terms is not None else TermIndex()
+        # Read while a long new history is counted (in a thread): relevance needs its
+        # words if it is over the budget, and otherwise its next turns may well be.
+        alongside = partial(_read_history, messages, terms)
+    known = (
+        None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer, alongside)
+    )
     if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
         counted = sum(known)
@@ -175,6 +184,10 @@ def plan_request(
         names,
         report,
     )
+
+
+def _read_history(messages: list[Any], terms: TermIndex) -> None:
+    terms.read([m["content"] for m in messages if type(m.get("content")) is str])
 
 
 def _same(out: list[Any], messages: list[Any]) -> bool:

@@ -126,6 +126,13 @@ class TermIndex:
                 self._bytes -= _footprint(docs.popitem(last=False)[1])
         return out  # type: ignore[return-value]  # every None was replaced
 
+    def read(self, documents: Sequence[str]) -> None:
+        """Reads `documents` ahead (a new history, while its tokens are counted): scoring
+        then finds them known. Takes the lock."""
+        with self.lock:
+            self.begin()
+            self.entries(documents)
+
     def counts(self, doc: str) -> dict[str, int]:
         """How often each term occurs in `doc` (for people and tests; scoring uses ids)."""
         return {self.names[i]: n for i, n in self.entry(doc).pairs.tolist()}

@@ -101,6 +101,12 @@ class CountCache:
         return len(self._young) + len(self._old)
 
 
+# count_many joins texts from this many on (below, a call per text is as quick), with
+# this special token between them.
+_JOINED_FROM = 8
+_EOT = "<|endoftext|>"
+
+
 class TiktokenText:
     """Text counting with a tiktoken encoding (special tokens are plain text, as in prompts)."""
 
@@ -115,6 +121,7 @@ class TiktokenText:
         self._buffer: Callable[[str, set[str]], Any] | None = getattr(
             encoding._core_bpe, "encode_to_tiktoken_buffer", None
         )
+        self._specials: dict[str, int] = dict(encoding._special_tokens)
 
     def count(self, text: str) -> int:
         if self._buffer is not None:
@@ -123,6 +130,27 @@ class TiktokenText:
             except UnicodeEncodeError:  # a lone surrogate: encode_ordinary replaces it
                 pass
         return len(self._enc.encode_ordinary(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """`count` of each text, in one call to tiktoken for many.
+
+        The texts are joined with an end-of-text token between them, the one special token
+        allowed: tiktoken encodes the text between two specials on its own, so each text
+        gets exactly its own tokens, and the separators show where each ends. One call
+        instead of hundreds, and one that runs free of the GIL, so that the caller's
+        thread can do other work meanwhile (chat_tokens.ChatTokenizer.count_messages).
+        """
+        if len(texts) < _JOINED_FROM or self._buffer is None or _EOT not in self._specials:
+            return [self.count(text) for text in texts]
+        try:
+            tokens = np.frombuffer(self._buffer(_EOT.join(texts) + _EOT, {_EOT}), np.uint32)
+        except UnicodeEncodeError:  # a lone surrogate: counted one by one
+            return [self.count(text) for text in texts]
+        ends = np.flatnonzero(tokens == self._specials[_EOT])
+        if len(ends) != len(texts):  # a text holds the separator itself
+            return [self.count(text) for text in texts]
+        counts: list[int] = (np.diff(ends, prepend=-1) - 1).tolist()
+        return counts
 
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
         tokens = self._enc.encode_ordinary(text)
@@ -140,6 +168,9 @@ class HFText:
 
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count(text) for text in texts]
 
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
         offsets = self._tok.encode(text, add_special_tokens=False).offsets

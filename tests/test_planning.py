@@ -12,6 +12,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.items import MARKER
 from proxy.planning import ExtraSummary, plan_request
 from proxy.policy import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
+from proxy.relevance import TermIndex
 from proxy.tokens import TokenCounter
 from proxy.types import Tokenizer
 from tests.planner_fakes import WordTokenizer
@@ -177,6 +178,44 @@ def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came()
         "required parts over the budget by 2 tokens: cut, current turn last",
         "could not fit the budget of 16 tokens; sent 18",
     ]
+
+
+def test_a_long_new_history_is_read_for_relevance_while_it_is_counted() -> None:
+    # The first look at a long conversation counts it in a thread and reads its words for
+    # relevance meanwhile; with relevance off nothing is read. The plan is the same.
+    history = (
+        [sys()]
+        + [
+            (user if i % 2 else assistant)(
+                f"turn {i} about {'ledgers' if i == 7 else 'weather'} " + "x " * 3000
+            )
+            for i in range(1, 30)
+        ]
+        + [user("what about the ledgers?")]
+    )
+    outcomes = []
+    for relevance in ("bm25", "off"):
+        policy = Policy(history=HistoryPolicy(relevance=relevance))
+        terms = TermIndex()
+        tokenizer = TokenCounter().for_model("gpt-4o", policy)
+        outcomes.append(plan_request(body_of(history), policy, tokenizer, 128_000, terms=terms))
+        assert len(terms._docs) == (len(history) if relevance == "bm25" else 0)
+    assert all(not out.changed for out in outcomes)  # within the budget: forwarded as it came
+    # Over a budget, the history read ahead plans as a fresh read would, and relevance
+    # keeps the old turn the question is about.
+    policy = Policy()
+    planned = [
+        plan_request(
+            body_of(history),
+            policy,
+            TokenCounter().for_model("gpt-4o", policy),
+            60_000,
+            terms=terms,
+        )
+        for terms in (TermIndex(), None)
+    ]
+    assert orjson.dumps(planned[0].body) == orjson.dumps(planned[1].body) and planned[0].trimmed
+    assert any("ledgers" in m["content"] for m in planned[0].body["messages"][1:-1])
 
 
 # --- tool groups -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import threading
 import zlib
 from pathlib import Path
 from types import MappingProxyType
@@ -624,6 +625,63 @@ def test_count_is_the_length_of_encode_ordinary(text: str, special: str, at: int
     for name in ("o200k_base", "cl100k_base"):
         encoding = load_encoding(name)
         assert TiktokenText(encoding).count(text) == len(encoding.encode_ordinary(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(
+        TEXT | SPECIALS | st.sampled_from(["\n", " ", "a\n\n", "<|endoftext|>x"]), max_size=24
+    )
+)
+def test_count_many_is_the_count_of_each(texts: list[str]) -> None:
+    # Many texts are counted in one call, joined by end-of-text tokens: each must still
+    # get exactly its own count (a text holding the separator, or a lone surrogate, sends
+    # them back to one call each).
+    for name in ("o200k_base", "cl100k_base"):
+        text = TiktokenText(load_encoding(name))
+        assert text.count_many(texts) == [text.count(t) for t in texts]
+
+
+def test_a_long_new_history_is_counted_in_a_thread_beside_other_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = tok(TokenCounter(), "gpt-4o")
+    counted_in: list[str] = []
+    count_many = t._text.count_many
+
+    def watched(texts: list[str]) -> list[int]:
+        counted_in.append(threading.current_thread().name)
+        return count_many(texts)
+
+    monkeypatch.setattr(t._text, "count_many", watched)
+    history = [
+        {"role": "user" if i % 2 else "assistant", "content": f"turn {i} " + "word " * 2000}
+        for i in range(40)
+    ]  # 400k characters, none counted yet
+    here = threading.current_thread().name
+    beside: list[str] = []
+    counts = t.count_messages(history, lambda: beside.append(threading.current_thread().name))
+    assert counted_in == ["count"] and beside == [here]  # both, each on its own thread
+    assert counts == [tok(TokenCounter(), "gpt-4o").count_message(m) for m in history]
+    # Counted now: nothing to count, so the other work is not run.
+    assert t.count_messages(history, lambda: beside.append("again")) == counts
+    # Little new text: counted on this thread, the other work not run either.
+    assert t.count_messages([*history[:2], {"role": "user", "content": "new"}], beside.clear)
+    assert counted_in == ["count", here] and beside == [here]
+
+
+def test_a_failed_count_in_the_thread_is_raised_to_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = tok(TokenCounter(), "gpt-4o")
+
+    def broken(texts: list[str]) -> list[int]:
+        raise RuntimeError("tokenizer failed")
+
+    monkeypatch.setattr(t._text, "count_many", broken)
+    history = [{"role": "user", "content": "word " * 20_000}]
+    with pytest.raises(RuntimeError, match="tokenizer failed"):
+        t.count_messages(history, lambda: None)
 
 
 def test_count_without_the_token_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
