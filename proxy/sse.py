@@ -16,8 +16,9 @@ _NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null')
 class StreamTap:
     """Splits an SSE byte stream into events; remembers usage and, lazily, the text.
 
-    Only events that carry a non-null `usage` are parsed on the way; the generated text
-    is read from the kept events at the end, and only when the upstream sent no usage.
+    Only events that carry a non-null `usage` are parsed on the way, and only they and
+    [DONE] are looked at one by one; the generated text is read from the kept events at
+    the end, and only when the upstream sent no usage.
     """
 
     def __init__(self, client_wants_usage: bool) -> None:
@@ -30,6 +31,38 @@ class StreamTap:
     def feed(self, chunk: bytes) -> bytes:
         """The complete events in `chunk` (plus what was pending) that the client should get."""
         data = self._pending + chunk if self._pending else chunk
+        if b"\r" in data:  # events may end in CRLF: found one by one
+            return self._by_event(data)
+        end = data.rfind(b"\n\n") + 2  # 1: no event ends in `data`
+        if end == 1:
+            self._pending = data
+            return b""
+        whole, self._pending = data[:end], data[end:]
+        if not self._client_wants_usage and b'"usage"' in whole:
+            whole = _NULL_USAGE.sub(b"", whole)
+        # Only the events with a usage object or [DONE] need a look: the runs of events
+        # between them are passed on as they are, in one piece each.
+        out: list[bytes] = []
+        start = 0
+        while start < len(whole):
+            at = _next_mark(whole, start)
+            if at < 0:
+                out.append(whole[start:])
+                self._events.append(out[-1])
+                break
+            before = whole.rfind(b"\n\n", start, at)  # the end of the event before
+            begins = before + 2 if before >= 0 else start
+            ends = whole.find(b"\n\n", at) + 2
+            if begins > start:
+                out.append(whole[start:begins])
+                self._events.append(out[-1])
+            kept = self._inspect(whole[begins:ends])
+            if kept:
+                out.append(kept)
+            start = ends
+        return b"".join(out)
+
+    def _by_event(self, data: bytes) -> bytes:
         out: list[bytes] = []
         start = 0
         for match in _EVENT_END.finditer(data):
@@ -49,10 +82,11 @@ class StreamTap:
     def text(self) -> str:
         """The generated text and tool-call arguments, for estimating completion tokens."""
         parts: list[str] = []
-        for event in self._events:
-            parsed = _json_payload(event)
-            if parsed is not None:
-                _collect_text(parsed.get("choices"), parts)
+        for events in self._events:  # a run of events, or one
+            for event in _EVENT_END.split(events):
+                parsed = _json_payload(event)
+                if parsed is not None:
+                    _collect_text(parsed.get("choices"), parts)
         return "".join(parts)
 
     def _inspect(self, event: bytes) -> bytes:
@@ -71,6 +105,12 @@ class StreamTap:
                         return b""  # the usage-only chunk we asked for on our own behalf
         self._events.append(event)
         return event
+
+
+def _next_mark(data: bytes, start: int) -> int:
+    """Where the next usage object or [DONE] may be, from `start`; -1 if nowhere."""
+    usage, done = data.find(b'"usage"', start), data.find(b"[DONE]", start)
+    return done if usage < 0 else usage if done < 0 else min(usage, done)
 
 
 def _payload(event: bytes) -> bytes:

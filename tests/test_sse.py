@@ -83,3 +83,57 @@ def test_error_event_is_openai_shaped() -> None:
     raw = error_event("broke", "upstream_error", "upstream_stream_broken")
     assert raw.startswith(b"data: ") and raw.endswith(b"\n\n")
     assert orjson.loads(raw[6:])["error"]["code"] == "upstream_stream_broken"
+
+
+class OneByOne(StreamTap):
+    """The tap as it was: every event found and looked at on its own (the reference)."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._pending + chunk if self._pending else chunk
+        return self._by_event(data)
+
+
+def content_event(text: str, usage_null: bool) -> bytes:
+    body: dict[str, object] = {"choices": [{"index": 0, "delta": {"content": text}}]}
+    if usage_null:
+        body["usage"] = None
+    return event(body)
+
+
+EVENTS = st.one_of(
+    st.builds(content_event, st.text(max_size=12) | st.just("[DONE] usage"), st.booleans()),
+    st.just(event({"choices": [], "usage": {"prompt_tokens": 1, "total_tokens": 2}})),
+    st.just(
+        event(
+            {
+                "choices": [{"index": 0, "delta": {"content": "x"}}],
+                "usage": {"prompt_tokens": 4, "total_tokens": 6},
+            }
+        )
+    ),
+    st.just(b"data: [DONE]\n\n"),
+    st.just(b": keep-alive\n\n"),
+    st.just(b"event: ping\ndata: {}\n\n"),
+    st.just(b"data: not json\n\n"),
+)
+
+
+@given(
+    st.lists(EVENTS, max_size=12),
+    st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
+    st.booleans(),
+    st.booleans(),
+)
+def test_runs_of_events_pass_as_one_by_one(
+    events: list[bytes], cuts: list[int], wants_usage: bool, tail: bool
+) -> None:
+    # The tap passes the runs of events between those it must look at (a usage object,
+    # [DONE]) in one piece: the client gets the same bytes, and the tap the same usage,
+    # [DONE] and text, as when every event is looked at, however the stream is cut.
+    stream = b"".join(events) + (b"data: [DONE]" if tail else b"")
+    points = sorted({c % (len(stream) + 1) for c in cuts})
+    pieces = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)], strict=True)]
+    runs, reference = StreamTap(wants_usage), OneByOne(wants_usage)
+    assert run(runs, pieces) == run(reference, pieces)
+    assert (runs.usage, runs.saw_done) == (reference.usage, reference.saw_done)
+    assert runs.text() == reference.text()
