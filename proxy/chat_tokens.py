@@ -22,7 +22,7 @@ import math
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -35,6 +35,8 @@ _PLAIN_KEYS = frozenset(("role", "content", "name"))
 # milliseconds of tiktoken: worth a thread's start).
 _THREAD_CHARS = 64 * 1024
 T = TypeVar("T")
+# Work done beside a long count, in steps while the callable it is given returns True.
+Alongside = Callable[[Callable[[], bool]], object]
 
 
 class ChatTokenizer:
@@ -122,7 +124,7 @@ class ChatTokenizer:
         return count
 
     def count_messages(
-        self, messages: list[Message], alongside: Callable[[], object] | None = None
+        self, messages: list[Message], alongside: Alongside | None = None
     ) -> list[int]:
         """`count_message` of each message, in one call: a request's history is counted
         in a loop of hundreds, where a call and a lookup per message add up.
@@ -130,8 +132,9 @@ class ChatTokenizer:
         The usual messages (a role and a text) not counted before are counted together,
         in one call to the tokenizer (`count_many`). When they come to _THREAD_CHARS or
         more (a first look at a long conversation), that call runs in a thread, free of
-        the GIL, and `alongside` (work the caller will need, such as reading the history
-        for relevance) runs on this thread meanwhile; otherwise `alongside` is not run.
+        the GIL, and `alongside` runs on this thread meanwhile: work the caller may need
+        (reading the history for relevance), done in steps while its argument says the
+        count still runs. Otherwise `alongside` is not run.
         """
         tag, get, put, plain = self._tag, self._cache.get, self._cache.put, _PLAIN_KEYS
         out: list[int] = []
@@ -156,9 +159,9 @@ class ChatTokenizer:
         if new:
             texts = [text for _, _, _, text in new]
             if alongside is not None and sum(map(len, texts)) >= _THREAD_CHARS:
-                counted = _started(partial(self._text.count_many, texts))
-                alongside()
-                counts = counted()
+                counting = _Background(partial(self._text.count_many, texts))
+                alongside(counting.running)
+                counts = counting.result()
             else:
                 counts = self._text.count_many(texts)
             for (place, key, role, _), n in zip(new, counts, strict=True):
@@ -261,25 +264,28 @@ def _role(message: object) -> object:
     return message.get("role") if isinstance(message, dict) else None
 
 
-def _started(work: Callable[[], T]) -> Callable[[], T]:
-    """`work` started in a thread of its own; call the result to wait for its value (or
-    its exception, raised here)."""
-    done: list[T] = []
-    failed: list[BaseException] = []
+class _Background(Generic[T]):
+    """`work` running in a thread of its own."""
 
-    def run() -> None:
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._done: list[T] = []
+        self._failed: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="count", daemon=True)
+        self._thread.start()
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self) -> T:
+        """Its value once it is done (or its exception, raised here)."""
+        self._thread.join()
+        if self._failed:
+            raise self._failed[0]
+        return self._done[0]
+
+    def _run(self) -> None:
         try:
-            done.append(work())
+            self._done.append(self._work())
         except BaseException as error:  # handed to the caller, which raises it
-            failed.append(error)
-
-    thread = threading.Thread(target=run, name="count", daemon=True)
-    thread.start()
-
-    def result() -> T:
-        thread.join()
-        if failed:
-            raise failed[0]
-        return done[0]
-
-    return result
+            self._failed.append(error)

@@ -71,7 +71,9 @@ def _no_tag(text: str) -> bool:
 
 
 def untagged_counts(
-    messages: list[Any], tokenizer: Tokenizer, alongside: Callable[[], object] | None = None
+    messages: list[Any],
+    tokenizer: Tokenizer,
+    alongside: Callable[[Callable[[], bool]], object] | None = None,
 ) -> list[int] | None:
     """Each message's count when no message has a tag or an odd shape (nothing to strip
     or report), else None. `alongside`: see ChatTokenizer.count_messages."""

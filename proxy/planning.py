@@ -91,7 +91,8 @@ def plan_request(
     if policy.history.relevance == "bm25":
         terms = terms if terms is not None else TermIndex()
         # Read while a long new history is counted (in a thread): relevance needs its
-        # words if it is over the budget, and otherwise its next turns may well be.
+        # words if it is over the budget. Only while the count runs: within the budget
+        # the rest is not needed (not now, at least), and over it relevance reads the rest.
         alongside = partial(_read_history, messages, terms)
     known = (
         None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer, alongside)
@@ -186,8 +187,16 @@ def plan_request(
     )
 
 
-def _read_history(messages: list[Any], terms: TermIndex) -> None:
-    terms.read([m["content"] for m in messages if type(m.get("content")) is str])
+# Texts read per step beside a count (a step takes well under a millisecond).
+_READ_STEP = 16
+
+
+def _read_history(messages: list[Any], terms: TermIndex, counting: Callable[[], bool]) -> None:
+    texts = [m["content"] for m in messages if type(m.get("content")) is str]
+    for start in range(0, len(texts), _READ_STEP):
+        if not counting():
+            return
+        terms.read(texts[start : start + _READ_STEP])
 
 
 def _same(out: list[Any], messages: list[Any]) -> bool:

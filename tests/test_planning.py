@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+import time
+from typing import Any, cast
 
 import orjson
 import pytest
 
+from proxy import planning
 from proxy.errors import ContextLengthExceeded
 from proxy.items import MARKER
 from proxy.planning import ExtraSummary, plan_request
@@ -180,33 +182,51 @@ def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came()
     ]
 
 
-def test_a_long_new_history_is_read_for_relevance_while_it_is_counted() -> None:
+LONG_HISTORY = [
+    sys(),
+    *[
+        (user if i % 2 else assistant)(
+            f"turn {i} about {'ledgers' if i == 7 else 'weather'} " + "x " * 3000
+        )
+        for i in range(1, 30)
+    ],
+    user("what about the ledgers?"),
+]
+
+
+def test_a_long_new_history_is_read_for_relevance_while_it_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The first look at a long conversation counts it in a thread and reads its words for
-    # relevance meanwhile; with relevance off nothing is read. The plan is the same.
-    history = (
-        [sys()]
-        + [
-            (user if i % 2 else assistant)(
-                f"turn {i} about {'ledgers' if i == 7 else 'weather'} " + "x " * 3000
-            )
-            for i in range(1, 30)
-        ]
-        + [user("what about the ledgers?")]
-    )
-    outcomes = []
+    # relevance meanwhile (here the count waits for the reading, to make that visible);
+    # with relevance off nothing is read. The plan is the same.
     for relevance in ("bm25", "off"):
         policy = Policy(history=HistoryPolicy(relevance=relevance))
         terms = TermIndex()
         tokenizer = TokenCounter().for_model("gpt-4o", policy)
-        outcomes.append(plan_request(body_of(history), policy, tokenizer, 128_000, terms=terms))
-        assert len(terms._docs) == (len(history) if relevance == "bm25" else 0)
-    assert all(not out.changed for out in outcomes)  # within the budget: forwarded as it came
+        count_many = tokenizer._text.count_many  # type: ignore[attr-defined]
+
+        def slow(
+            texts: list[str],
+            terms: TermIndex = terms,
+            count_many: Any = count_many,
+            wait: float = 5.0 if relevance == "bm25" else 0.0,
+        ) -> list[int]:
+            deadline = time.monotonic() + wait
+            while len(terms._docs) < len(LONG_HISTORY) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            return cast(list[int], count_many(texts))
+
+        monkeypatch.setattr(tokenizer._text, "count_many", slow)  # type: ignore[attr-defined]
+        out = plan_request(body_of(LONG_HISTORY), policy, tokenizer, 128_000, terms=terms)
+        assert not out.changed  # within the budget: forwarded as it came
+        assert len(terms._docs) == (len(LONG_HISTORY) if relevance == "bm25" else 0)
     # Over a budget, the history read ahead plans as a fresh read would, and relevance
     # keeps the old turn the question is about.
     policy = Policy()
     planned = [
         plan_request(
-            body_of(history),
+            body_of(LONG_HISTORY),
             policy,
             TokenCounter().for_model("gpt-4o", policy),
             60_000,
@@ -216,6 +236,15 @@ def test_a_long_new_history_is_read_for_relevance_while_it_is_counted() -> None:
     ]
     assert orjson.dumps(planned[0].body) == orjson.dumps(planned[1].body) and planned[0].trimmed
     assert any("ledgers" in m["content"] for m in planned[0].body["messages"][1:-1])
+
+
+def test_the_history_is_read_in_steps_only_while_the_count_runs() -> None:
+    # Within the budget, what is not read by the time the count is done is not needed.
+    texts = [user(f"turn {i} " + "word " * 5) for i in range(3 * planning._READ_STEP + 5)]
+    answers = iter([True, True, False, True])
+    terms = TermIndex()
+    planning._read_history(texts, terms, lambda: next(answers))
+    assert len(terms._docs) == 2 * planning._READ_STEP
 
 
 # --- tool groups -------------------------------------------------------------------------------

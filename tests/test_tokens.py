@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import struct
 import threading
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -660,13 +662,20 @@ def test_a_long_new_history_is_counted_in_a_thread_beside_other_work(
     ]  # 400k characters, none counted yet
     here = threading.current_thread().name
     beside: list[str] = []
-    counts = t.count_messages(history, lambda: beside.append(threading.current_thread().name))
+
+    def alongside(counting: Callable[[], bool]) -> None:
+        beside.append(threading.current_thread().name)
+        while counting():  # told when the count is done
+            time.sleep(0.0005)
+
+    counts = t.count_messages(history, alongside)
     assert counted_in == ["count"] and beside == [here]  # both, each on its own thread
     assert counts == [tok(TokenCounter(), "gpt-4o").count_message(m) for m in history]
     # Counted now: nothing to count, so the other work is not run.
-    assert t.count_messages(history, lambda: beside.append("again")) == counts
+    assert t.count_messages(history, lambda counting: beside.append("again")) == counts
     # Little new text: counted on this thread, the other work not run either.
-    assert t.count_messages([*history[:2], {"role": "user", "content": "new"}], beside.clear)
+    new = [*history[:2], {"role": "user", "content": "new"}]
+    assert t.count_messages(new, lambda counting: beside.clear())
     assert counted_in == ["count", here] and beside == [here]
 
 
@@ -681,7 +690,7 @@ def test_a_failed_count_in_the_thread_is_raised_to_the_caller(
     monkeypatch.setattr(t._text, "count_many", broken)
     history = [{"role": "user", "content": "word " * 20_000}]
     with pytest.raises(RuntimeError, match="tokenizer failed"):
-        t.count_messages(history, lambda: None)
+        t.count_messages(history, lambda counting: None)
 
 
 def test_count_without_the_token_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
