@@ -170,7 +170,10 @@ class HFText:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: list[str]) -> list[int]:
-        return [self.count(text) for text in texts]
+        """`count` of each text, in one call (the library's batch, free of the GIL)."""
+        if len(texts) < _JOINED_FROM:
+            return [self.count(text) for text in texts]
+        return [len(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
         offsets = self._tok.encode(text, add_special_tokens=False).offsets

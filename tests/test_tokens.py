@@ -644,6 +644,14 @@ def test_count_many_is_the_count_of_each(texts: list[str]) -> None:
         assert text.count_many(texts) == [text.count(t) for t in texts]
 
 
+@settings(max_examples=50, deadline=None)
+@given(texts=st.lists(TEXT, min_size=8, max_size=20))
+def test_count_many_with_a_tokenizer_json(hf_path: Path, texts: list[str]) -> None:
+    text = HFText(hf_path)
+    assert text.count_many(texts) == [text.count(t) for t in texts]
+    assert text.count_many(texts[:3]) == [text.count(t) for t in texts[:3]]
+
+
 def test_a_long_new_history_is_counted_in_a_thread_beside_other_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
