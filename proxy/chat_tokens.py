@@ -21,22 +21,21 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from proxy.images import ImageRule, image_tokens
 from proxy.token_text import CountCache, HFText, TiktokenText, format_functions
-from proxy.types import Body, Message
+from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
 # milliseconds of tiktoken: worth a thread's start).
 _THREAD_CHARS = 64 * 1024
 T = TypeVar("T")
-# Work done beside a long count, in steps while the callable it is given returns True.
-Alongside = Callable[[Callable[[], bool]], object]
 
 
 class ChatTokenizer:
@@ -159,7 +158,7 @@ class ChatTokenizer:
         if new:
             texts = [text for _, _, _, text in new]
             if alongside is not None and sum(map(len, texts)) >= _THREAD_CHARS:
-                counting = _Background(partial(self._text.count_many, texts))
+                counting = _in_thread(partial(self._text.count_many, texts))
                 alongside(counting.running)
                 counts = counting.result()
             else:
@@ -264,28 +263,16 @@ def _role(message: object) -> object:
     return message.get("role") if isinstance(message, dict) else None
 
 
-class _Background(Generic[T]):
-    """`work` running in a thread of its own."""
+def _in_thread(work: Callable[[], T]) -> Future[T]:
+    """`work` started in a thread of its own; its future holds its value or exception."""
+    future: Future[T] = Future()
+    future.set_running_or_notify_cancel()
 
-    def __init__(self, work: Callable[[], T]) -> None:
-        self._work = work
-        self._done: list[T] = []
-        self._failed: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name="count", daemon=True)
-        self._thread.start()
-
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def result(self) -> T:
-        """Its value once it is done (or its exception, raised here)."""
-        self._thread.join()
-        if self._failed:
-            raise self._failed[0]
-        return self._done[0]
-
-    def _run(self) -> None:
+    def run() -> None:
         try:
-            self._done.append(self._work())
+            future.set_result(work())
         except BaseException as error:  # handed to the caller, which raises it
-            self._failed.append(error)
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="count", daemon=True).start()
+    return future

@@ -9,7 +9,7 @@ and a Part per message. `read_chat` returns None for anything else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any, cast
@@ -18,7 +18,7 @@ from proxy.costs import well_shaped
 from proxy.groups import shape
 from proxy.policy import Policy
 from proxy.tags import split_headings
-from proxy.types import Priority, Tokenizer
+from proxy.types import Alongside, Priority, Tokenizer
 
 _PLAIN_ROLES = frozenset(("user", "assistant", "tool", "function"))
 _SYSTEM_ROLES = frozenset(("system", "developer"))
@@ -73,7 +73,7 @@ def _no_tag(text: str) -> bool:
 def untagged_counts(
     messages: list[Any],
     tokenizer: Tokenizer,
-    alongside: Callable[[Callable[[], bool]], object] | None = None,
+    alongside: Alongside | None = None,
 ) -> list[int] | None:
     """Each message's count when no message has a tag or an odd shape (nothing to strip
     or report), else None. `alongside`: see ChatTokenizer.count_messages."""

@@ -113,9 +113,9 @@ class Collection:
         self.tfs: NDArray[np.int32] = both[:, 1]
         self.doc = np.repeat(np.arange(n), np.fromiter(map(len, pairs), np.intp, n))
         lengths = np.array(words, np.float64)
-        avg = float(lengths.sum()) / n if n else 1.0
+        avg = float(lengths.sum()) / max(n, 1) or 1.0
         # K1 * (1 - B + B * length / avg): BM25's length normalization of each document.
-        self.norms = K1 * (1.0 - B) + (K1 * B / (avg or 1.0)) * lengths
+        self.norms = K1 * (1.0 - B) + (K1 * B / avg) * lengths
         self._slots = slots
 
     def find(self, terms: NDArray[np.int32]) -> Match:
@@ -213,7 +213,7 @@ def _feedback(
     candidates, seen = candidates[common], seen[common]
     if len(candidates) == 0:
         return None
-    match = found.find(candidates.astype(np.int32))
+    match = found.find(candidates)
     idf = found.idf(match)
     rank = seen * idf
     order = sorted(range(len(candidates)), key=lambda k: (-rank[k], names[candidates[k]]))

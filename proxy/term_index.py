@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,6 +17,7 @@ from proxy.relevance_terms import STOPWORDS, term, words
 _LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
 
 _NO_LABEL: frozenset[int] = frozenset()
+W = TypeVar("W", str, bytes)
 # The id every stopword counts as: counted, then set aside. Terms get ids from 1.
 _STOP = 0
 # Documents read together are joined into one text, with _END (a word of its own, that
@@ -24,6 +25,7 @@ _STOP = 0
 _END = "\x00"
 _END_ID = -1
 _JOIN = f" {_END} "
+_END_PIECE = _END.encode()
 # Words are read from the UTF-8 bytes: every ASCII byte that is not a letter or digit
 # becomes a space (and an uppercase letter, lowercase), and splitting the result gives the
 # text's *pieces*, which are its words (`relevance_terms.words`) wherever it is ASCII, four
@@ -36,7 +38,7 @@ _PIECE_BYTES = bytes(
     for c in range(256)
 )
 # The same, keeping _END.
-_PIECE_BYTES_END = _END.encode() + _PIECE_BYTES[1:]
+_PIECE_BYTES_END = _END_PIECE + _PIECE_BYTES[1:]
 # The id of a piece that holds several words: its text is read with the regular expression.
 _SPLIT = -2
 
@@ -85,7 +87,7 @@ class TermIndex:
         self._bytes = 0
         self._docs: OrderedDict[int, DocTerms] = OrderedDict()
         self._words: dict[str, int] = {}  # word -> term id, for text read by the regex
-        self._pieces: dict[bytes, int] = {_END.encode(): _END_ID}  # piece -> id (see _SPLIT)
+        self._pieces: dict[bytes, int] = {_END_PIECE: _END_ID}  # piece -> id (see _SPLIT)
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
@@ -202,20 +204,13 @@ class TermIndex:
 
     def _piece_ids(self, pieces: list[bytes]) -> list[int]:
         """The id of each piece (see _SPLIT), through the memo, which learns those it lacks."""
-        memo = self._pieces
-        # The lookups run in C; most pieces are known already, so the unknown ones are
-        # looked for only when there is one.
-        try:
-            return list(map(memo.__getitem__, pieces))
-        except KeyError:
-            term_id = self._term_id
-            for piece in set(pieces).difference(memo):
-                text = piece.decode("utf-8", "surrogatepass")
-                memo[piece] = term_id(text) if text.isascii() else self._mixed_piece(text)
-            return list(map(memo.__getitem__, pieces))
+        return _looked_up(pieces, self._pieces, self._piece_id)
 
-    def _mixed_piece(self, text: str) -> int:
-        """The id of a piece with characters other than ASCII."""
+    def _piece_id(self, piece: bytes) -> int:
+        """The id of a piece not seen before."""
+        text = piece.decode("utf-8", "surrogatepass")
+        if text.isascii():
+            return self._term_id(text)
         held = words(text)
         if len(held) == 1:
             return self._term_id(held[0])
@@ -223,13 +218,7 @@ class TermIndex:
 
     def _regex_ids(self, lowered: str) -> list[int]:
         """`_word_ids` of text with a piece of several words, read by the regular expression."""
-        found, memo = words(lowered), self._words
-        try:
-            return list(map(memo.__getitem__, found))
-        except KeyError:
-            for w in set(found).difference(memo):
-                memo[w] = self._term_id(w)
-            return list(map(memo.__getitem__, found))
+        return _looked_up(words(lowered), self._words, self._term_id)
 
     def _term_id(self, word: str) -> int:
         """The id of the term a lowercased word counts as; _STOP for a stopword."""
@@ -255,7 +244,19 @@ class TermIndex:
         del self.names[1:]
         for memo in (self._words, self._pieces, self._ids):
             memo.clear()
-        self._pieces[_END.encode()] = _END_ID
+        self._pieces[_END_PIECE] = _END_ID
+
+
+def _looked_up(found: list[W], memo: dict[W, int], learn: Callable[[W], int]) -> list[int]:
+    """The ids of `found` through `memo`, which learns (by `learn`) those it lacks."""
+    # The lookups run in C; most are known already, so the unknown ones are looked for
+    # only when there is one.
+    try:
+        return list(map(memo.__getitem__, found))
+    except KeyError:
+        for w in set(found).difference(memo):
+            memo[w] = learn(w)
+        return list(map(memo.__getitem__, found))
 
 
 def _lowered(text: str) -> str:

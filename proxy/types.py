@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol
 
@@ -79,3 +80,8 @@ class Tokenizer(Protocol):
     def count_request_overhead(self, body: Body) -> int:
         """Tokens the request costs besides its messages: reply priming, tools, schemas."""
         ...
+
+
+# Work a caller does beside a long count running in a thread (ChatTokenizer.count_messages),
+# in steps while the callable it is given returns True: the count still runs.
+Alongside = Callable[[Callable[[], bool]], object]
