@@ -139,10 +139,6 @@ class TermIndex:
         """How often each term occurs in `doc` (for people and tests; scoring uses ids)."""
         return {self.names[i]: n for i, n in self.entry(doc).pairs.tolist()}
 
-    def terms(self, text: str) -> list[str]:
-        """`terms(text)`, with each word's term remembered."""
-        return [self.names[i] for i in self.term_ids(text)]
-
     def term_ids(self, text: str) -> list[int]:
         """The ids of the terms of `text`, in order, stopwords left out."""
         return list(filter(None, self._word_ids(text)))  # _STOP is 0
