@@ -14,8 +14,13 @@ from yarl import URL
 from proxy import request_body, responses
 from proxy.auth import headers_not_forwarded, resolve_policy, upstream_authorization
 from proxy.disconnect import ClientGone, cancel_on_disconnect
-from proxy.errors import BodyTimeout, BodyTooLarge, InvalidRequest, ProxyError
-from proxy.handlers import upstream_url
+from proxy.errors import (
+    BodyTimeout,
+    BodyTooLarge,
+    InvalidRequest,
+    ProxyError,
+    UpstreamUnreachable,
+)
 from proxy.metrics import route_group
 from proxy.request_body import too_large
 from proxy.services import Services
@@ -42,7 +47,7 @@ async def forward(request: Request) -> Response:
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
             headers.append(("authorization", auth))
-        url = URL(upstream_url(services, policy, upstream_path(request)), encoded=True)
+        url = confined_url(policy.upstream.base_url or services.settings.upstream, request)
         # A streamed body cannot be sent twice; requests without one get the policy's retries.
         bodyless = request.method in BODYLESS
         timeouts = Timeouts(
@@ -87,18 +92,57 @@ def upstream_path(request: Request) -> str:
 
     The raw path is forwarded so the upstream sees exactly what the client wrote; a path
     with a dot segment, however encoded, is refused: it could climb out of the upstream's
-    base path (`/v1/../admin`) to routes the upstream never meant to expose.
+    base path (`/v1/../admin`) to routes the upstream never meant to expose. Bytes outside
+    printable ASCII are percent-encoded, so nothing in the path can reach the request line raw.
     """
     raw = request.scope.get("raw_path") or request.url.path.encode()
-    path = raw.decode("latin-1")
+    path = "".join(chr(b) if 0x21 <= b <= 0x7E else f"%{b:02X}" for b in raw)
     decoded = path
     for _ in range(3):  # %252e%252e -> %2e%2e -> ..
         decoded = unquote(decoded)
     if any(segment in (".", "..") for segment in decoded.replace("\\", "/").split("/")):
         raise InvalidRequest("The path may not contain '.' or '..' segments.", code="invalid_path")
-    suffix = path[len("/v1") :] if path.startswith("/v1") else path
-    query = request.scope.get("query_string", b"").decode("latin-1")
-    return suffix + ("?" + query if query else "")
+    return path[len("/v1") :] if path.startswith("/v1") else path
+
+
+def confined_url(base: str, request: Request) -> URL:
+    """The upstream URL for `request`: always on the base's host, under the base's path.
+
+    The base is parsed on its own and the client's path appended as an already-encoded
+    path, never by joining strings and parsing the result: with a base without a path,
+    `http://up:80` + `%2F@evil:81/x` would read as user `up:80%2F` on host `evil:81`.
+    The result is checked against the base all the same; anything else is refused with 400.
+    """
+    suffix = upstream_path(request)
+    if not suffix.startswith("/"):  # `/v1%2F...`: the route matched on the decoded path
+        suffix = "/" + suffix
+    root = URL(base)
+    if not root.absolute or root.scheme not in ("http", "https"):
+        raise UpstreamUnreachable("the upstream URL is invalid; check upstream.base_url")
+    prefix = root.raw_path.rstrip("/")
+    query = request.scope.get("query_string", b"")
+    try:
+        url = URL.build(
+            scheme=root.scheme,
+            user=root.raw_user,
+            password=root.raw_password,
+            host=root.raw_host or "",
+            port=root.explicit_port,
+            path=prefix + suffix,
+            query_string="".join(
+                chr(b) if 0x21 <= b <= 0x7E and b != 0x23 else f"%{b:02X}" for b in query
+            ),
+            encoded=True,
+        )
+    except ValueError:
+        url = None
+    if (
+        url is None
+        or (url.scheme, url.raw_host, url.port) != (root.scheme, root.raw_host, root.port)
+        or not url.raw_path.startswith(prefix + "/")
+    ):
+        raise InvalidRequest("The path cannot be forwarded to the upstream.", code="invalid_path")
+    return url
 
 
 class BodyRelay:
