@@ -17,10 +17,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # inside the try: a reader that left must not fail the exit flush
+        return code
     except SettingsError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`plan ... | head`): stop quietly, like a SIGPIPE."""
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that flush quiet.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds SIGTERM waits for requests in flight (CONTEXT_PROXY_GRACEFUL_SHUTDOWN_S)",
     )
+    serve.add_argument(
+        "--head-timeout-s",
+        type=float,
+        help="seconds a client has to send a request head (CONTEXT_PROXY_HEAD_TIMEOUT_S, 10)",
+    )
+    serve.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        help="keep-alive idle seconds (CONTEXT_PROXY_IDLE_TIMEOUT_S, default 5)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        help="open connections per worker (CONTEXT_PROXY_MAX_CONNECTIONS, default 2048)",
+    )
     serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
     serve.set_defaults(func=serve_command)
 
@@ -88,6 +116,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("max_body_mb", "MAX_BODY_MB"),
         ("state", "STATE"),
         ("graceful_shutdown_s", "GRACEFUL_SHUTDOWN_S"),
+        ("head_timeout_s", "HEAD_TIMEOUT_S"),
+        ("idle_timeout_s", "IDLE_TIMEOUT_S"),
+        ("max_connections", "MAX_CONNECTIONS"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -100,9 +131,14 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from proxy.logs import configure_logging
     from proxy.policy_load import PolicyError, load_policy_dir
+    from proxy.serve_report import log_start, missing_folder
 
     settings = _settings(args)
     configure_logging(args.log_level)
+    problem = missing_folder(settings.policies, _named_folder(args))
+    if problem:
+        print(f"context-proxy serve: {problem}", file=sys.stderr)
+        return 1
     try:
         policies = load_policy_dir(settings.policies)  # refuse a bad set, with file:line
     except PolicyError as exc:
@@ -118,6 +154,7 @@ def serve_command(args: argparse.Namespace) -> int:
             settings.workers,
             " (configured!)" if quotas else "",
         )
+    log_start(settings, policies, os.environ)
     # Worker processes rebuild the settings from the environment.
     os.environ.update(settings.to_env())
     os.environ["CONTEXT_PROXY_LOG_LEVEL"] = args.log_level
@@ -143,16 +180,28 @@ def serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _named_folder(args: argparse.Namespace) -> bool:
+    """Whether the policy folder was named (flag or variable), so it must exist."""
+    return bool(args.policies or os.environ.get("CONTEXT_PROXY_POLICIES"))
+
+
 def check_command(args: argparse.Namespace) -> int:
     from proxy.policy_load import PolicyError, load_policy_dir
+    from proxy.serve_report import credential_warnings, missing_folder
 
     folder = args.policies or os.environ.get("CONTEXT_PROXY_POLICIES") or "./policies"
+    problem = missing_folder(folder, _named_folder(args))
+    if problem:
+        print(problem)
+        return 1
     try:
         policies = load_policy_dir(folder)
     except PolicyError as exc:
         for problem in exc.problems:
             print(problem)
         return 1
+    for warning in credential_warnings(policies):
+        print(warning)
     teams = ", ".join(f"{p.team} ({p.source})" for p in policies.all())
     print(f"ok: {len(policies.all())} polic{'y' if len(policies.all()) == 1 else 'ies'}: {teams}")
     return 0

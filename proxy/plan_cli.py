@@ -20,7 +20,15 @@ from proxy.windows import ContextWindows
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from proxy.serve_report import missing_folder
+
     folder = args.policies or os.environ.get("CONTEXT_PROXY_POLICIES") or "./policies"
+    problem = missing_folder(
+        folder, bool(args.policies or os.environ.get("CONTEXT_PROXY_POLICIES"))
+    )
+    if problem:
+        print(f"context-proxy plan: {problem}", file=sys.stderr)
+        return 1
     try:
         policies = load_policy_dir(folder)
     except PolicyError as exc:

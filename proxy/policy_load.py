@@ -82,7 +82,7 @@ TOP_LEVEL: dict[str, Field] = {
     "headings": "headings",
     "history": {
         "keep_recent": nonneg_int,
-        "relevance": enum_of(("bm25", "off")),
+        "relevance": enum_of(("bm25", "off"), true="bm25", false="off"),
         "neighbors": nonneg_int,
     },
     "thresholds": {"warning": ratio, "critical": ratio},
@@ -225,16 +225,30 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
     folder = Path(directory)
     if not folder.is_dir():
         return PolicySet(default=Policy(source=BUILT_IN_SOURCE))
+    return load_policy_texts(*read_policy_dir(folder))
+
+
+def read_policy_dir(folder: Path) -> tuple[dict[str, str], list[str]]:
+    """The text of every policy file (by path), and a problem line for each unreadable one."""
+    texts: dict[str, str] = {}
     problems: list[str] = []
-    loaded: list[Policy] = []
     for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         try:
-            text = path.read_text(encoding="utf-8")
-            loaded.append(load_policy_text(text, str(path), path.stem))
-        except PolicyError as exc:
-            problems.extend(exc.problems)
+            texts[str(path)] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{path}:1: cannot read: {exc}")
+    return texts, problems
+
+
+def load_policy_texts(texts: dict[str, str], problems: list[str] | None = None) -> PolicySet:
+    """The set from file texts keyed by path; raises PolicyError listing every problem."""
+    problems = list(problems or ())
+    loaded: list[Policy] = []
+    for source, text in texts.items():
+        try:
+            loaded.append(load_policy_text(text, source, Path(source).stem))
+        except PolicyError as exc:
+            problems.extend(exc.problems)
     problems.extend(_cross_file_problems(loaded))
     if problems:
         raise PolicyError(problems)

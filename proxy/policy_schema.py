@@ -113,7 +113,18 @@ def _typed(
     return value
 
 
+def _as_written(node: yaml.Node) -> str | None:
+    """The text of a bare word YAML 1.1 read as a boolean (`off`, `no`, `on`, `yes`...)."""
+    if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":bool") and not node.style:
+        return str(node.value)
+    return None
+
+
 def string(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
+    # `team: no` means the team "no", not false: a string field takes a bare word as written.
+    written = _as_written(node)
+    if written is not None:
+        return written
     value = _typed(node, problems, name, (str,), "a string")
     if isinstance(value, str) and not value.strip():
         problems.add(node, f"{name} must not be empty")
@@ -175,12 +186,31 @@ def opt(validator: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
-def enum_of(choices: type[Enum] | Iterable[str]) -> Callable[..., Any]:
+def enum_of(
+    choices: type[Enum] | Iterable[str], true: str | None = None, false: str | None = None
+) -> Callable[..., Any]:
+    """One of `choices`; `true`/`false` name the choice a YAML boolean (on/yes, off/no) means."""
     allowed = [c.value for c in choices] if isinstance(choices, type) else list(choices)
     as_enum = choices if isinstance(choices, type) else None
 
     def check(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
-        value = _typed(node, problems, name, (str,), "one of " + ", ".join(allowed))
+        written = _as_written(node)
+        # YAML 1.1 reads a bare `off` as false: take the word as written when it is a choice,
+        # else the choice the field gives a boolean, else say how to write it.
+        if written is not None and written.lower() in allowed:
+            value: Any = written.lower()
+        elif isinstance(node, yaml.ScalarNode) and isinstance(_scalar(node), bool):
+            mapped = true if _scalar(node) else false
+            if mapped is None:
+                problems.add(
+                    node,
+                    f"{name} must be one of {', '.join(allowed)}, got {node.value!r} "
+                    "(YAML reads it as a boolean)",
+                )
+                return INVALID
+            value = mapped
+        else:
+            value = _typed(node, problems, name, (str,), "one of " + ", ".join(allowed))
         if value is INVALID:
             return INVALID
         if value not in allowed:

@@ -22,6 +22,9 @@ class Settings:
     state: str | None = None  # e.g. redis://host:6379/0; None keeps all state in the process
     graceful_shutdown_s: float = 30.0
     watch_policies: bool = True
+    head_timeout_s: float = 10.0  # time a client has to send a whole request head
+    idle_timeout_s: float = 5.0  # keep-alive idle time before the connection is closed
+    max_connections: int = 2048  # open client connections per worker process
 
     @property
     def max_body_bytes(self) -> int:
@@ -50,6 +53,9 @@ class Settings:
                 get("GRACEFUL_SHUTDOWN_S"), base.graceful_shutdown_s, "GRACEFUL_SHUTDOWN_S"
             ),
             watch_policies=(get("WATCH_POLICIES") or "1") not in ("0", "false", "no"),
+            head_timeout_s=_float(get("HEAD_TIMEOUT_S"), base.head_timeout_s, "HEAD_TIMEOUT_S"),
+            idle_timeout_s=_float(get("IDLE_TIMEOUT_S"), base.idle_timeout_s, "IDLE_TIMEOUT_S"),
+            max_connections=_int(get("MAX_CONNECTIONS"), base.max_connections, "MAX_CONNECTIONS"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -64,6 +70,9 @@ class Settings:
             "MAX_BODY_MB": str(self.max_body_mb),
             "GRACEFUL_SHUTDOWN_S": str(self.graceful_shutdown_s),
             "WATCH_POLICIES": "1" if self.watch_policies else "0",
+            "HEAD_TIMEOUT_S": str(self.head_timeout_s),
+            "IDLE_TIMEOUT_S": str(self.idle_timeout_s),
+            "MAX_CONNECTIONS": str(self.max_connections),
         }
         if self.state:
             env["STATE"] = self.state

@@ -173,3 +173,37 @@ def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 def test_shipped_policies_are_valid() -> None:
     root = Path(__file__).resolve().parent.parent
     assert main(["check", "--policies", str(root / "policies")]) == 0
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        *[("off", "off"), ("OFF", "off"), ("no", "off"), ("false", "off"), ('"off"', "off")],
+        *[("on", "bm25"), ("yes", "bm25"), ("true", "bm25"), ("bm25", "bm25")],
+    ],
+)
+def test_yaml_booleans_in_relevance(written: str, expected: str) -> None:
+    # YAML 1.1 reads a bare `off` as false; the README's `relevance: off` must still load.
+    policy = load_policy_text(f"history: {{relevance: {written}}}\n", "p.yaml", "p")
+    assert policy.history.relevance == expected
+
+
+def test_shipped_relevance_comment_works_as_written() -> None:
+    text = "history:\n  keep_recent: 6\n  relevance: off\n"
+    assert load_policy_text(text, "p.yaml", "p").history.relevance == "off"
+
+
+def test_yaml_booleans_elsewhere() -> None:
+    # A string field takes a bare word as written (the team "no", not false).
+    assert load_policy_text("team: no\n", "p.yaml", "p").team == "no"
+    assert (
+        load_policy_text("upstream: {api_key_env: on}\n", "p.yaml", "p").upstream.api_key_env
+        == "on"
+    )
+    # An enum with no boolean meaning says why the value was refused.
+    (problem,) = problems_of("sections:\n  memory: {overflow: off}\n")
+    assert problem.startswith("p.yaml:2: sections.memory.overflow") and "boolean" in problem
+    (problem,) = problems_of("budget: {on_required_overflow: yes}\n")
+    assert "boolean" in problem
+    # Switches stay booleans.
+    assert load_policy_text("summaries: {enabled: on}\n", "p.yaml", "p").summaries.enabled

@@ -115,3 +115,40 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.port == 9100
     assert settings.graceful_shutdown_s == 2.5
     assert _settings(build_parser().parse_args(["serve"])).graceful_shutdown_s == 12
+
+
+def test_connection_settings_from_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy.cli import _settings, build_parser
+
+    defaults = Settings.from_env({})
+    assert (defaults.head_timeout_s, defaults.idle_timeout_s, defaults.max_connections) == (
+        10.0,
+        5.0,
+        2048,
+    )
+    env = {
+        "CONTEXT_PROXY_HEAD_TIMEOUT_S": "2.5",
+        "CONTEXT_PROXY_IDLE_TIMEOUT_S": "7",
+        "CONTEXT_PROXY_MAX_CONNECTIONS": "64",
+    }
+    s = Settings.from_env(env)
+    assert (s.head_timeout_s, s.idle_timeout_s, s.max_connections) == (2.5, 7.0, 64)
+    assert Settings.from_env(s.to_env()) == s
+    monkeypatch.setenv("CONTEXT_PROXY_MAX_CONNECTIONS", "64")
+    args = build_parser().parse_args(
+        ["serve", "--head-timeout-s", "3", "--idle-timeout-s", "1.5", "--max-connections", "9"]
+    )
+    s = _settings(args)
+    assert (s.head_timeout_s, s.idle_timeout_s, s.max_connections) == (3.0, 1.5, 9)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        *[("HEAD_TIMEOUT_S", "0"), ("IDLE_TIMEOUT_S", "x"), ("MAX_CONNECTIONS", "0")],
+        *[("MAX_CONNECTIONS", "1.5"), ("HEAD_TIMEOUT_S", "-1")],
+    ],
+)
+def test_bad_connection_settings_are_refused(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({"CONTEXT_PROXY_" + name: value})
