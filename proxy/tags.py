@@ -1,4 +1,8 @@
-"""Tags: well-formed inline <context ...>…</context> blocks, and markdown section headings."""
+"""Tags: well-formed inline <context ...>…</context> blocks, and markdown section headings.
+
+Client text is read in linear time: no pattern here can backtrack, since one crafted 20 KB
+message would otherwise hold the event loop (and every other request) for seconds.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from proxy.tag_attrs import parse_attrs
 from proxy.types import Section
 
 # `<context>` or `<context attr=...>`; not `<contextual>`, not a self-closing `<context/>`.
+# Linear: one quantifier, over a class that the next `<` or `>` ends; a failed try gives up
+# a run without `<`, and the next try starts at or past that `<`.
 _OPEN = re.compile(r"<context(?=[\s>])([^<>]*)>")
 _CLOSE = "</context>"
-_ATTR = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
-_HEADING = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*\r?\n?$")
+_MAX_PROBLEMS = 20  # per text: a crafted body must not make a plan of a million lines
 _FENCE = re.compile(r"[ \t]{0,3}(```|~~~)")
+
+__all__ = ["Block", "parse_attrs", "split_blocks", "split_headings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,45 +35,57 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
     """Text cut into outside strings and blocks; the problems found (unclosed, nested tags).
 
     Only an opening tag whose next `</context>` comes before any other opening tag is a
-    block; anything else (a lone open or close, nesting) stays text, as written.
+    block; anything else (a lone open or close, nesting) stays text, as written. Linear:
+    the openers are found once, and the search for `</context>` only moves forward.
     """
     if "<" not in text or "<context" not in text:  # one character is found much faster
         return [text], []
     pieces: list[str | Block] = []
     problems: list[str] = []
-    pos = scan = 0
-    while (m := _OPEN.search(text, scan)) is not None:
-        if m.group(1).rstrip().endswith("/"):
-            scan = m.end()
-            continue
-        close = text.find(_CLOSE, m.end())
+    opens = [(m.start(), m.end()) for m in _OPEN.finditer(text)]
+    pos = more = 0
+    close = -1
+    for i, (start, end) in enumerate(opens):
+        source = text[start + 8 : end - 1]  # after `<context`, before `>`
+        if source.rstrip().endswith("/"):
+            continue  # self-closing: not a block
+        if close < end:  # else the `</context>` found before is still the first after `end`
+            close = text.find(_CLOSE, end)
         if close < 0:
-            problems.append(f"unclosed <context> at character {m.start()}: kept as text")
+            problems.append(f"unclosed <context> at character {start}: kept as text")
             break
-        nested = _OPEN.search(text, m.end(), close)
-        if nested is not None:
-            problems.append(
-                f"<context> at character {m.start()} has no matching close: kept as text"
-            )
-            scan = nested.start()
+        if i + 1 < len(opens) and opens[i + 1][0] < close:
+            if len(problems) < _MAX_PROBLEMS:
+                problems.append(
+                    f"<context> at character {start} has no matching close: kept as text"
+                )
+            else:
+                more += 1
             continue
-        if m.start() > pos:
-            pieces.append(text[pos : m.start()])
-        attrs, bad = parse_attrs(m.group(1))
-        pieces.append(Block(attrs, text[m.end() : close], tuple(bad)))
-        pos = scan = close + len(_CLOSE)
+        if start > pos:
+            pieces.append(text[pos:start])
+        attrs, bad = parse_attrs(source)
+        pieces.append(Block(attrs, text[end:close], tuple(bad)))
+        pos = close + len(_CLOSE)
     if pos < len(text) or not pieces:
         pieces.append(text[pos:])
+    if more:
+        problems.append(f"{more} more <context> tags without a matching close: kept as text")
     return pieces, problems
 
 
-def parse_attrs(source: str) -> tuple[dict[str, str], list[str]]:
-    attrs: dict[str, str] = {}
-    for m in _ATTR.finditer(source):
-        value = next(v for v in m.group(2, 3, 4) if v is not None)
-        attrs.setdefault(m.group(1).lower(), value)
-    rest = _ATTR.sub("", source).strip()
-    return attrs, ([f"unreadable text in a <context> tag: {rest[:40]!r}"] if rest else [])
+def _heading(line: str) -> tuple[int, str] | None:
+    """Level and title of a markdown heading line, else None.
+
+    As the pattern `(#{1,6})[ \\t]+(.*?)[ \\t#]*\\r?\\n?$` reads it, without its backtracking
+    (the lazy title against the trailing run, retried at every space: 20 KB took 9 s)."""
+    depth = 0
+    while depth < len(line) and depth < 7 and line[depth] == "#":
+        depth += 1
+    if not 1 <= depth <= 6 or depth == len(line) or line[depth] not in " \t":
+        return None
+    title = line[depth:].lstrip(" \t").removesuffix("\n").removesuffix("\r")
+    return depth, title.rstrip(" \t#")
 
 
 def split_headings(text: str, headings: Mapping[str, Section]) -> list[tuple[Section | None, str]]:
@@ -85,9 +105,9 @@ def split_headings(text: str, headings: Mapping[str, Section]) -> list[tuple[Sec
     for line in text.splitlines(keepends=True):
         if _FENCE.match(line):
             fenced = not fenced
-        elif not fenced and line.startswith("#") and (m := _HEADING.match(line)):
-            depth = len(m.group(1))
-            section = headings.get(m.group(2).strip().rstrip(":").strip().lower())
+        elif not fenced and line.startswith("#") and (found := _heading(line)) is not None:
+            depth, title = found
+            section = headings.get(title.strip().rstrip(":").strip().lower())
             if section is not None or (current is not None and depth <= level):
                 if pos > start:
                     out.append((current, text[start:pos]))
