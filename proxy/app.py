@@ -33,6 +33,14 @@ GC_YOUNG_THRESHOLD = 50_000
 
 
 async def healthz(request: Request) -> Response:
+    """`ok`; `degraded` while the usage log cannot be written. Still 200: the proxy serves
+    requests (rows wait in a bounded queue), and a 503 would make load balancers pull
+    every replica sharing a full disk, turning an accounting problem into an outage."""
+    services: Services = request.app.state.services
+    if services.usage.failing:
+        return Response(
+            b'{"status":"degraded","usage_log":"failing"}', media_type="application/json"
+        )
     return Response(b'{"status":"ok"}', media_type="application/json")
 
 

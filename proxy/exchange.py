@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from proxy.types import Level
+from proxy.metric_labels import OTHER
+from proxy.types import Level, Tokenizer
 from proxy.usage import UsageRecord, level_for
+from proxy.windows import policy_model
 
 if TYPE_CHECKING:
     from proxy.planning import PlanOutcome
@@ -19,6 +22,23 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("context_proxy.requests")
+
+# An answer without `usage` is estimated: its first EXACT_CHARS counted exactly (a few
+# milliseconds even for hostile text), the rest at the prefix's rate but never below a token
+# per MAX_CHARS_PER_TOKEN characters: a 20 MB answer no longer holds the event loop for 17 s.
+EXACT_CHARS = 32_768
+MAX_CHARS_PER_TOKEN = 4.0
+
+
+def estimate_completion(tokenizer: Tokenizer, text: str) -> int:
+    """Tokens in `text`: exact up to EXACT_CHARS, then extrapolated (bounded time)."""
+    if len(text) <= EXACT_CHARS:
+        return tokenizer.count_text(text)
+    head = tokenizer.count_text(text[:EXACT_CHARS])
+    # The rest at the head's rate, but at least a token per 4 characters: a head of
+    # friendly text must not let hostile text after it be charged as almost nothing.
+    rate = max(head / EXACT_CHARS, 1 / MAX_CHARS_PER_TOKEN)
+    return head + math.ceil((len(text) - EXACT_CHARS) * rate)
 
 
 def new_request_id() -> str:
@@ -43,6 +63,7 @@ class Exchange:
     completion_tokens: int | None = None
     usage_from_upstream: bool = False
     estimated_completion: int = 0
+    answered: bool = False  # the upstream served an answer (only then is a quota charged)
 
     @property
     def level(self) -> Level:
@@ -86,7 +107,9 @@ class Exchange:
         now = time.perf_counter()
         o, policy = self.outcome, self.policy
         team = policy.team if policy else "unknown"
-        forwarded = self.upstream_started is not None
+        # Quotas count only what the upstream served: a request that never got an answer
+        # (unreachable, timed out, the client gone first) is charged nothing.
+        answered = self.answered or self.usage_from_upstream
         if self.usage_from_upstream:
             prompt, completion, source = (
                 self.prompt_tokens or 0,
@@ -94,8 +117,8 @@ class Exchange:
                 "upstream",
             )
         else:
-            prompt = o.tokens_after if (o is not None and forwarded) else 0
-            completion = self.estimated_completion if forwarded else 0
+            prompt = o.tokens_after if (o is not None and answered) else 0
+            completion = self.estimated_completion if answered else 0
             source = "estimated"
         total = prompt + completion
         if total and policy is not None:
@@ -148,7 +171,7 @@ class Exchange:
                     "error": error,
                 },
             )
-        services.metrics.observe_record(record)
+        services.metrics.observe_record(record, self._model_label(services, status))
         if policy is not None:
             if services.thresholds.observe(team, self.model, level, utilization):
                 services.metrics.threshold_event(team, level.value)
@@ -159,6 +182,20 @@ class Exchange:
                 ):
                     services.metrics.threshold_event(team, quota.level.value, "quota")
         return record
+
+    def _model_label(self, services: Services, status: int) -> str:
+        """The metrics' model label: a model the policy or litellm's map knows, else
+        `other`; `unauthenticated` or `invalid` for a request refused before its model
+        counted. Clients choose model names: only known ones may become series."""
+        if self.policy is None or status == 401:
+            return "unauthenticated"
+        if not self.model:
+            return "invalid"
+        known = (
+            policy_model(self.model, self.policy) is not None
+            or services.windows.registry_window(self.model) is not None
+        )
+        return self.model if known else OTHER
 
     def _upstream_ms(self, now: float) -> float | None:
         if self.upstream_started is None:

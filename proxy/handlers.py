@@ -19,12 +19,14 @@ from proxy.auth import (
     resolve_policy,
     upstream_authorization,
 )
+from proxy.chat_guards import checked_model, internal_error
 from proxy.disconnect import ClientGone, cancel_on_disconnect
 from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
-from proxy.exchange import Exchange
-from proxy.plan_step import plan, tokenizer_for
+from proxy.exchange import Exchange, estimate_completion
+from proxy.plan_step import plan, tag_marks, tokenizer_for
 from proxy.planning import PlanOutcome
 from proxy.policy import Policy
+from proxy.refusal import Refused
 from proxy.request_body import parse_chat_body, read_body
 from proxy.services import Services
 from proxy.sse import StreamTap, error_event
@@ -33,27 +35,31 @@ from proxy.summary_calls import SummaryTarget
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 
-# The proxy reads usage from the answer, so it must come unencoded.
-NEEDS_PLAIN = frozenset({"accept-encoding"})
+# The proxy reads usage from the answer, so it must come unencoded; and it sends its own
+# body, so the client's content-type and content-length must not go along with the proxy's
+# (two Content-Type headers make aiohttp-based upstreams answer 400).
+NOT_FORWARDED = frozenset({"accept-encoding", "content-type", "content-length"})
 
 
 async def chat_completions(request: Request) -> Response:
     services: Services = request.app.state.services
     ex = Exchange()
     try:
+        policies = services.policies.current
+        # Who is calling, before reading a byte of the body: a refused caller's body is
+        # neither read nor recorded.
+        ex.policy = policy = resolve_policy(policies, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
         body = parse_chat_body(raw)
-        ex.model, ex.stream = body["model"], body.get("stream") is True
-        policies = services.policies.current
-        ex.policy = policy = resolve_policy(policies, request.headers)
+        ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
         ex.outcome = outcome = await plan(
-            services, policy, body, tokenizer, len(raw), cached, ex.request_id
+            services, policy, body, tokenizer, len(raw), cached, ex.request_id, tags=tag_marks(raw)
         )
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
-        headers = clean_headers(request.headers, headers_not_forwarded(policies, NEEDS_PLAIN))
+        headers = clean_headers(request.headers, headers_not_forwarded(policies, NOT_FORWARDED))
         headers.append(("content-type", "application/json"))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
@@ -73,6 +79,7 @@ async def chat_completions(request: Request) -> Response:
                 "POST", target.url, headers, payload, target.timeouts, ex.stream
             )
             streamed = ex.stream and upstream.status == 200
+            ex.answered = 200 <= upstream.status < 300
             if streamed and "event-stream" in upstream.content_type:
                 summarize_later(services, cached, outcome, target, tokenizer)
                 return responses.streamed(
@@ -84,11 +91,18 @@ async def chat_completions(request: Request) -> Response:
             answer = await upstream.read()
         ex.upstream_ended = time.perf_counter()
     except ProxyError as exc:
+        if isinstance(exc, Refused):  # refused for length: its figures are known
+            ex.outcome = exc.outcome
         ex.finish(services, exc.status, exc.code or exc.type)
         return responses.error(exc, ex.context_headers())
     except ClientGone:
+        ex.answered = False  # the answer was never read: nothing was served
         ex.finish(services, 499, "client_disconnected")
         return Response(status_code=499)  # nobody is listening: the closed answer is moot
+    except Exception as exc:  # a bug: still an OpenAI-shaped answer and a usage row
+        failure = internal_error(exc, ex.request_id)
+        ex.finish(services, failure.status, failure.code)
+        return responses.error(failure, ex.context_headers())
     response = finish_plain(services, ex, upstream, answer, tokenizer)
     if 200 <= response.status_code < 300:
         summarize_later(services, cached, outcome, target, tokenizer)
@@ -172,12 +186,13 @@ def finish_plain(
                 "The upstream answered with something that is not JSON.",
                 code="upstream_invalid_response",
             )
+            ex.answered = False  # nothing usable was served
             ex.finish(services, exc.status, exc.code)
             return responses.error(exc, ex.context_headers())
         if isinstance(parsed, dict):
             ex.take_usage(parsed.get("usage"))
             if not ex.usage_from_upstream:
-                ex.estimated_completion = tokenizer.count_text(_answer_text(parsed))
+                ex.estimated_completion = estimate_completion(tokenizer, _answer_text(parsed))
     else:
         error = f"upstream_{status}"
     ex.finish(services, status, error)
@@ -223,7 +238,7 @@ async def relay_stream(
         ex.upstream_ended = time.perf_counter()
         ex.take_usage(tap.usage)
         if not ex.usage_from_upstream:
-            ex.estimated_completion = tokenizer.count_text(tap.text())
+            ex.estimated_completion = estimate_completion(tokenizer, tap.text())
         ex.finish(services, status, error)
 
 
@@ -232,9 +247,6 @@ async def context_plan(request: Request) -> Response:
     services: Services = request.app.state.services
     ex = Exchange()
     try:
-        raw = await read_body(request, services.settings.max_body_bytes)
-        body = parse_chat_body(raw)
-        ex.model = body["model"]
         policies = services.policies.current
         if policies.admin_required:
             require_admin(policies, request.headers)
@@ -242,14 +254,29 @@ async def context_plan(request: Request) -> Response:
         else:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
+        raw = await read_body(request, services.settings.max_body_bytes)
+        body = parse_chat_body(raw)
+        ex.model = checked_model(body)
         tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, body)
         ex.outcome = outcome = await plan(
-            services, policy, body, tokenizer, len(raw), cached, ex.request_id, fail_open=False
+            services,
+            policy,
+            body,
+            tokenizer,
+            len(raw),
+            cached,
+            ex.request_id,
+            fail_open=False,
+            tags=tag_marks(raw),
         )
+        answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
     except ProxyError as exc:
+        if isinstance(exc, Refused):
+            ex.outcome = exc.outcome
         return responses.error(exc, ex.context_headers())
-    answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
+    except Exception as exc:  # a bug, not the client's input (plan() sorts those out)
+        return responses.error(internal_error(exc, ex.request_id), ex.context_headers())
     response = responses.plain(
         200, [("content-type", "application/json")], answer, ex.context_headers()
     )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-MAX_MODELS_PER_TEAM = 100  # model names come from clients; the rest are labelled "other"
+# Model names come from clients: only names the policy or litellm's map knows become
+# labels (else "other"), at most this many per team and this long. ~80 series lines per
+# model, so a team's models stay within ~300 KB of /metrics whatever clients send.
+MAX_MODELS_PER_TEAM = 32
+MAX_LABEL_CHARS = 128
 OTHER = "other"
 
 # fmt: off

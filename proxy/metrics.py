@@ -14,8 +14,10 @@ from prometheus_client import (
     generate_latest,
 )
 
+from proxy.metric_export import UsageLogCollector, UsageLogHealth, WithoutCreated
 from proxy.metric_labels import (
     LATENCY_BUCKETS,
+    MAX_LABEL_CHARS,
     MAX_MODELS_PER_TEAM,
     OTHER,
     OVERHEAD_BUCKETS,
@@ -181,7 +183,7 @@ class Metrics:
         seen = self._models.setdefault(team, set())
         if model in seen:
             return model
-        if len(seen) >= self._max_models:
+        if len(seen) >= self._max_models or len(model) > MAX_LABEL_CHARS:
             return OTHER
         seen.add(model)
         return model
@@ -234,8 +236,9 @@ class Metrics:
         if overhead_s is not None:
             c.get(_OVERHEAD).observe(overhead_s)
 
-    def observe_record(self, record: UsageRecord) -> None:
-        """`observe_request` with every figure taken from a finished usage record."""
+    def observe_record(self, record: UsageRecord, model: str | None = None) -> None:
+        """`observe_request` with every figure taken from a finished usage record; `model`:
+        the label to use instead of the record's (see Exchange._model_label)."""
         removed = max(0, record.tokens_before - record.tokens_after)
         trimmed = removed > 0 or any(
             (record.dropped, record.truncated, record.summarized, record.deduped)
@@ -243,7 +246,7 @@ class Metrics:
         upstream_s = None if record.upstream_ms is None else record.upstream_ms / 1000
         self.observe_request(
             record.team,
-            record.model,
+            record.model if model is None else model,
             status=record.status,
             stream=record.stream,
             prompt_tokens=record.prompt_tokens,
@@ -290,4 +293,8 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition: (body, content type)."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
+
+    def watch_usage_log(self, usage: UsageLogHealth) -> None:
+        """Export the usage writer's failures (read at each scrape)."""
+        self.registry.register(UsageLogCollector(usage))

@@ -25,6 +25,7 @@ from proxy.plain_plan import PlainOutcome, plan_plain
 from proxy.plan_report import PlanReport, build_report
 from proxy.planner import Plan, Planner
 from proxy.policy import Policy
+from proxy.refusal import Refused, no_report
 from proxy.relevance import TermIndex
 from proxy.sections import build_layout
 from proxy.trim import with_note
@@ -153,7 +154,11 @@ def plan_request(
                 note = False  # the note is a courtesy: never why a request fails or overflows
                 layout.problems.append("no room for the context budget note")
         if result is None:
-            result = fit.run(False)
+            try:
+                result = fit.run(False)
+            except ContextLengthExceeded as exc:  # refused: say by how much (refusal.py)
+                why = _outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
+                raise Refused(exc.message, why) from None
         plan, out, after = result
         decisions = plan.decisions
     if note and budget is not None and plan is None:

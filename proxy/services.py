@@ -22,6 +22,7 @@ from proxy.summary_store import open_store
 from proxy.tokens import TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import ThresholdWatch, UsageLog
+from proxy.warmup import warm_tokenizers
 from proxy.windows import ContextWindows
 
 log = logging.getLogger("context_proxy")
@@ -43,12 +44,21 @@ class Services:
     terms: TermIndex = field(default_factory=TermIndex)  # history words, for relevance
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+
+async def _warm(services: Services) -> None:
+    """Preload tokenizers in a worker thread: start-up stays fast, /healthz answers at once."""
+    try:
+        await asyncio.to_thread(warm_tokenizers, services.counter, services.policies.current)
+    finally:
+        services.warmed.set()
 
 
 @contextlib.asynccontextmanager
@@ -89,6 +99,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         ),
         shared=shared,
     )
+    metrics.watch_usage_log(usage)
+    services.spawn(_warm(services))
     stop = asyncio.Event()
     if shared is not None:
         services.spawn(shared.run(stop))

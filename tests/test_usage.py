@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy import usage as usage_mod
+from proxy import usage_writer
 from proxy.policy import ThresholdPolicy
 from proxy.types import Level
 from proxy.usage import ThresholdWatch, UsageLog, UsageRecord, iter_records, level_for
@@ -232,7 +232,7 @@ async def test_write_after_close_or_on_a_full_queue_never_raises(tmp_path: Path)
     assert len((tmp_path / "u.jsonl").read_bytes().splitlines()) == 1
 
 
-async def test_a_failing_write_is_counted_and_the_writer_goes_on(
+async def test_a_failing_write_is_counted_retried_and_the_writer_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     p = tmp_path / "u.jsonl"
@@ -247,13 +247,16 @@ async def test_a_failing_write_is_counted_and_the_writer_goes_on(
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(usage_mod.os, "write", flaky)
+    monkeypatch.setattr(usage_writer.os, "write", flaky)
     log.write(record(1))
-    while log.dropped == 0:
+    while log.write_failures == 0:
         await asyncio.sleep(0.01)
+    assert log.failing and log.backlog == 1
     log.write(record(2))
     await log.aclose()
-    assert [orjson.loads(x)["request_id"] for x in p.read_bytes().splitlines()] == ["req-2"]
+    # The failed row was kept and written with the next one, in order (issue 15).
+    got = [orjson.loads(x)["request_id"] for x in p.read_bytes().splitlines()]
+    assert got == ["req-1", "req-2"] and log.dropped == 0 and not log.failing
 
 
 async def test_stdout_mode(capfd: pytest.CaptureFixture[str]) -> None:
