@@ -16,10 +16,13 @@ import orjson
 
 from proxy import report_html
 from proxy.report_format import format_csv, format_json, format_table
+from proxy.report_panels import render as render_panels
+from proxy.report_tally import Tally, error_kind
 
 GROUP_KEYS = ("team", "model", "day", "month", "kind", "status", "level", "policy")
 UTIL_BIN = 0.05  # utilization histogram bin width
 UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
+# (the dashboard labels that bin "≥ 1.5" with its count and the highest value seen)
 # fmt: off
 _SUMMED = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
@@ -75,6 +78,8 @@ class Aggregate:
     day_team_tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     model_tokens: dict[str, int] = field(default_factory=dict)
     util_hist: list[int] = field(default_factory=lambda: [0] * UTIL_BINS)
+    util_max: float = 0.0
+    tally: Tally = field(default_factory=Tally)  # quota peaks and errors by kind
     lines: int = 0  # records counted
     skipped: int = 0  # malformed or torn lines
 
@@ -136,6 +141,12 @@ def aggregate(
             util = rec.get("utilization")
             util_bin = None if util is None else min(max(int(util / UTIL_BIN), 0), UTIL_BINS - 1)
             level, team, model = rec.get("level"), str(rec.get("team")), str(rec.get("model"))
+            kind = error_kind(int(rec.get("status") or 0), rec.get("error"))
+            quota_limit = rec.get("quota_limit")
+            quota = None
+            if quota_limit is not None:
+                quota = (int(rec.get("quota_used") or 0), int(quota_limit))
+                quota_level = str(rec.get("quota_level") or "normal")
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
             agg.skipped += 1
             continue
@@ -167,6 +178,11 @@ def aggregate(
         models[model] = models.get(model, 0) + total
         if util_bin is not None:
             agg.util_hist[util_bin] += 1
+            agg.util_max = max(agg.util_max, float(util))
+        if kind is not None:
+            agg.tally.add_error(team, kind)
+        if quota is not None:
+            agg.tally.add_quota(team, day, quota[0], quota[1], quota_level)
         agg.lines += 1
     return agg
 
@@ -258,7 +274,9 @@ def report_main(
             day_team_tokens=agg.day_team_tokens,
             util_hist=agg.util_hist,
             util_bin=UTIL_BIN,
+            util_max=agg.util_max,
             model_tokens=agg.model_tokens,
+            panels=render_panels(agg.tally),
         )
         with open(html, "w", encoding="utf-8") as f:
             f.write(page)

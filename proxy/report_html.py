@@ -26,7 +26,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 16px;min-width:130px}
 .card b{display:block;font-size:20px}
 svg{background:#fff;border:1px solid #ddd;border-radius:6px;width:100%;max-width:960px;height:auto}
-svg text{font-size:12px;fill:#444}.grid{stroke:#e5e5e5}.axis{stroke:#999}
+svg text{font-size:12px;fill:#444}svg text.at{font-size:13px;fill:#222;font-weight:600}
+.grid{stroke:#e5e5e5}.axis{stroke:#999}
 .legend{display:flex;flex-wrap:wrap;gap:12px;margin:6px 0}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
 table{border-collapse:collapse;background:#fff;font-size:13px}
@@ -62,6 +63,16 @@ def _svg(chart_id: str, title: str, body: list[str], height: int = H) -> str:
         f'<svg id="{chart_id}" class="chart" viewBox="0 0 {W} {height}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(body)}</svg>'
     )
+
+
+def axis_titles(x: str, y: str, height: int = H, bottom: int = MB) -> list[str]:
+    """Axis titles: `x` centred under the plot, `y` rotated along the left edge."""
+    cx, cy = ML + (W - ML - MR) / 2, MT + (height - MT - bottom) / 2
+    return [
+        f'<text class="at" x="{cx:.0f}" y="{height - 8}" text-anchor="middle">{escape(x)}</text>',
+        f'<text class="at" x="14" y="{cy:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {cy:.0f})">{escape(y)}</text>',
+    ]
 
 
 def _y_grid(vmax: float, fmt: Any = human) -> list[str]:
@@ -116,14 +127,20 @@ def tokens_per_day(day_team: Mapping[str, Mapping[str, int]]) -> tuple[str, list
         if i % max(1, len(days) // 12) == 0:
             cx = ML + (i + 0.5) * slot
             body.append(
-                f'<text x="{cx:.1f}" y="{H - MB + 18}" text-anchor="middle">{day[5:]}</text>'
+                f'<text x="{cx:.1f}" y="{H - MB + 18}" text-anchor="middle">'
+                f"{escape(day[5:])}</text>"
             )
     body.append(f'<line class="axis" x1="{ML}" x2="{W - MR}" y1="{H - MB}" y2="{H - MB}"/>')
+    body += axis_titles("UTC day (month-day)", "tokens")
     return _svg("chart-tokens-per-day", title, body), teams
 
 
-def utilization(hist: Sequence[int], bin_width: float) -> str:
-    """Histogram of tokens_before / budget, coloured by the default warning levels."""
+def utilization(hist: Sequence[int], bin_width: float, util_max: float = 0.0) -> str:
+    """Histogram of tokens_before / budget, coloured by the default warning levels.
+
+    The last bin holds everything from its lower edge up: it is labelled "≥ 1.5" and its
+    count and the highest value seen are written on the chart, so overflow is never hidden.
+    """
     title = "Utilization distribution (tokens before trimming / budget)"
     if not any(hist):
         return _empty("chart-utilization", title)
@@ -135,13 +152,20 @@ def utilization(hist: Sequence[int], bin_width: float) -> str:
         lo = i * bin_width
         colour = "#e15759" if lo >= CRIT - 1e-9 else "#f28e2b" if lo >= WARN - 1e-9 else "#4e79a7"
         label = f"≥ {lo:.2f}" if i == len(hist) - 1 else f"{lo:.2f}–{lo + bin_width:.2f}"
-        h = n * scale
+        h = max(n * scale, 2.0) if n else 0.0  # one request still shows as a sliver
         body.append(
             f'<rect class="bar" x="{ML + i * slot + 1:.1f}" y="{H - MB - h:.1f}" '
             f'width="{slot - 2:.1f}" height="{h:.1f}" fill="{colour}">'
             f"<title>{label}: {n:,} requests</title></rect>"
         )
-        if i % 2 == 0:
+        if i == len(hist) - 1:
+            cx = ML + (i + 0.5) * slot
+            body.append(
+                f'<text id="util-overflow" x="{cx:.1f}" y="{H - MB - h - 6:.1f}" '
+                f'text-anchor="end">{n:,} at ≥ {lo:.1f} (max {util_max:.2f})</text>'
+                f'<text x="{cx:.1f}" y="{H - MB + 18}" text-anchor="middle">≥{lo:.1f}</text>'
+            )
+        elif i % 2 == 0:
             body.append(
                 f'<text x="{ML + i * slot:.1f}" y="{H - MB + 18}" text-anchor="middle">'
                 f"{lo:.1f}</text>"
@@ -154,6 +178,7 @@ def utilization(hist: Sequence[int], bin_width: float) -> str:
             f'stroke-dasharray="4 3"/><text x="{x + 4:.1f}" y="{ty}">{name} {value:.2f}</text>'
         )
     body.append(f'<line class="axis" x1="{ML}" x2="{W - MR}" y1="{H - MB}" y2="{H - MB}"/>')
+    body += axis_titles("utilization: tokens before trimming / budget", "requests")
     return _svg("chart-utilization", title, body)
 
 
@@ -163,9 +188,10 @@ def top_models(model_tokens: Mapping[str, int]) -> str:
     ranked = sorted(model_tokens.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_MODELS]
     if not ranked or ranked[0][1] <= 0:
         return _empty("chart-top-models", title)
-    left, row = 220, 30.0
+    left, row = 240, 30.0
     scale = (W - left - 90) / ranked[0][1]
-    body = []
+    height = int(MT * 2 + row * len(ranked)) + 30  # room for the x-axis title
+    body = axis_titles("tokens", "model", height, bottom=MT + 30)
     for i, (model, n) in enumerate(ranked):
         y = MT + i * row
         name = model if len(model) <= 30 else model[:29] + "…"
@@ -177,7 +203,7 @@ def top_models(model_tokens: Mapping[str, int]) -> str:
             f"<title>{escape(model)}: {n:,} tokens</title></rect>"
             f'<text x="{left + width + 6:.1f}" y="{ty:.1f}">{human(n)}</text>'
         )
-    return _svg("chart-top-models", title, body, height=int(MT * 2 + row * len(ranked)))
+    return _svg("chart-top-models", title, body, height=height)
 
 
 def _table(by: Sequence[str], rows: Sequence[Mapping[str, Any]], total: Mapping[str, Any]) -> str:
@@ -215,6 +241,8 @@ def render_page(
     util_hist: Sequence[int],
     util_bin: float,
     model_tokens: Mapping[str, int],
+    util_max: float = 0.0,
+    panels: str = "",
 ) -> str:
     """The whole dashboard as one HTML string: inline CSS and SVG, nothing fetched."""
     chart_days, teams = tokens_per_day(day_team_tokens)
@@ -242,8 +270,9 @@ def render_page(
         f'<h1>context-proxy usage</h1><div class="sub">{escape(source)} · generated {made}</div>'
         f'<div class="cards">{card_html}</div>'
         f'<h2>Tokens per day per team</h2><div class="legend">{legend}</div>{chart_days}'
-        f"<h2>Utilization distribution</h2>{utilization(util_hist, util_bin)}"
+        f"<h2>Utilization distribution</h2>{utilization(util_hist, util_bin, util_max)}"
         f"<h2>Top models</h2>{top_models(model_tokens)}"
+        f"{panels}"
         f"<h2>Totals by {escape(', '.join(by))}</h2>{_table(by, rows, total)}"
         "</body></html>\n"
     )

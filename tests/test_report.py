@@ -16,9 +16,10 @@ import orjson
 import pytest
 
 from proxy import report
+from proxy.policy import ThresholdPolicy
 from proxy.report import aggregate, parse_since, percentile, report_main
 from proxy.types import Level
-from proxy.usage import UsageRecord
+from proxy.usage import UsageRecord, level_for
 
 TEAMS = ("research", "support", "default")
 MODELS = ("gpt-4o-mini", "gpt-4o", "my-llama", '<script>alert("x")</script>')
@@ -29,6 +30,7 @@ def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[di
     rnd = random.Random(seed)
     start = datetime(2026, 10, 28, tzinfo=UTC)
     recs = []
+    day_used: dict[tuple[str, str], int] = defaultdict(int)  # quota: tokens per team per day
     with path.open("wb") as f:
         for i in range(n):
             when = start + timedelta(seconds=i * 864_000 / max(n, 1))
@@ -43,12 +45,19 @@ def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[di
                 else Level.CRITICAL
             )
             completion = rnd.randint(0, 900)
+            team, status = rnd.choice(TEAMS), rnd.choice((200,) * 8 + (429, 502))
+            day_used[team, when.date().isoformat()] += after + completion
+            used = day_used[team, when.date().isoformat()]
             rec = UsageRecord(
                 ts=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                 request_id=f"r{i}",
-                team=rnd.choice(TEAMS),
+                team=team,
                 model=rnd.choice(MODELS),
-                status=rnd.choice((200,) * 8 + (429, 502)),
+                status=status,
+                quota_used=used,
+                quota_limit=None if team == "default" else 1_200_000,
+                quota_level=level_for(used / 1_200_000, ThresholdPolicy()),
+                error={429: "quota_exceeded", 502: "upstream_error" if i % 2 else None}.get(status),
                 budget=budget,
                 tokens_before=before,
                 tokens_after=after,

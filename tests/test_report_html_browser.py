@@ -117,8 +117,13 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path, chromium: str) -
     dom = run_chromium(chromium, ["--dump-dom", url], tmp_path / "p2")
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
-    for chart in ("chart-tokens-per-day", "chart-utilization", "chart-top-models"):
+    charts = ("chart-tokens-per-day", "chart-utilization", "chart-top-models")
+    for chart in (*charts, "chart-quota", "chart-errors"):
         assert f'id="{chart}"' in html
+    assert html.count('class="at"') == 10  # an x and a y axis title on each of the 5 charts
+    assert 'id="util-overflow"' in html and "≥1.5" in html
+    assert 'id="quota"' in html and 'id="errors"' in html
+    assert "quota_exceeded" in html and "http_502" in html
     assert html.count('class="bar"') > 40
     assert 'id="totals"' in html and "TOTAL" in html
     assert "<script" not in html

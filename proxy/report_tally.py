@@ -1,0 +1,87 @@
+"""Report: quota peaks and errors by kind per team, tallied while the usage log streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_KINDS = 30  # error kinds kept per team; a log full of odd codes cannot grow this
+KIND_CHARS = 60  # an error code longer than this is cut (codes are short identifiers)
+_RANK = {"normal": 0, "warning": 1, "critical": 2}
+
+
+@dataclass(slots=True)
+class QuotaPeak:
+    """The record of a period nearest its limit: `quota_used` of `quota_limit`, worst level."""
+
+    used: int
+    limit: int
+    level: str
+
+    @property
+    def share(self) -> float:
+        return self.used / self.limit if self.limit > 0 else 0.0
+
+    def merge(self, used: int, limit: int, level: str) -> None:
+        if limit > 0 and (self.limit <= 0 or used / limit > self.share):
+            self.used, self.limit = used, limit
+        if _RANK.get(level, 0) > _RANK.get(self.level, 0):
+            self.level = level
+
+
+@dataclass(slots=True)
+class Tally:
+    # (team, UTC day) -> that day's peak; months are folded from days when rendering.
+    quota: dict[tuple[str, str], QuotaPeak] = field(default_factory=dict)
+    errors: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> kind -> count
+
+    def add_quota(self, team: str, day: str, used: int, limit: int, level: str) -> None:
+        peak = self.quota.get((team, day))
+        if peak is None:
+            self.quota[(team, day)] = QuotaPeak(used, limit, level)
+        else:
+            peak.merge(used, limit, level)
+
+    def add_error(self, team: str, kind: str) -> None:
+        kinds = self.errors.get(team)
+        if kinds is None:
+            kinds = self.errors[team] = {}
+        if kind not in kinds and len(kinds) >= MAX_KINDS:
+            kind = "other"
+        kinds[kind] = kinds.get(kind, 0) + 1
+
+    def quota_rows(self) -> list[dict[str, Any]]:
+        """Per team: the peak of its newest day and of that day's month, used vs limit."""
+        newest: dict[str, str] = {}
+        for team, day in self.quota:
+            newest[team] = max(day, newest.get(team, ""))
+        rows = []
+        for team in sorted(newest):
+            day = newest[team]
+            month = QuotaPeak(0, 0, "normal")
+            for (t, d), peak in self.quota.items():
+                if t == team and d[:7] == day[:7]:
+                    month.merge(peak.used, peak.limit, peak.level)
+            for period, when, peak in (
+                ("day", day, self.quota[(team, day)]),
+                ("month", day[:7], month),
+            ):
+                rows.append(
+                    {
+                        "team": team,
+                        "period": period,
+                        "when": when,
+                        "used": peak.used,
+                        "limit": peak.limit,
+                        "share": round(peak.share, 4),
+                        "level": peak.level,
+                    }
+                )
+        return rows
+
+
+def error_kind(status: int, error: Any) -> str | None:
+    """The error's code (`upstream_timeout`), else `http_<status>`; None for a success."""
+    if error is not None:
+        return str(error)[:KIND_CHARS] or "error"
+    return f"http_{status}" if status >= 400 else None
