@@ -19,7 +19,10 @@ def normalize(text: str) -> str:
 
 
 def _line_key(line: str) -> str:
-    return _BULLET.sub("", normalize(line))
+    norm = normalize(line)
+    first = norm[:1]  # the pattern is only tried where a bullet can start (\d is isdecimal)
+    bullet = first.isdecimal() or (first != "" and first in "-*•+")
+    return _BULLET.sub("", norm) if bullet else norm
 
 
 @dataclass(slots=True)
@@ -110,6 +113,8 @@ def _summary_lines(items: list[Item], keys: set[int], result: Dedupe) -> None:
     memory.discard("")
     if not memory:
         return
+    # Crafted summaries repeat their lines: each distinct line is normalized once.
+    line_keys: dict[str, str] = {}
     for it in (items[k] for k in sorted(keys)):
         if (
             it.section is not Section.CONVERSATION_SUMMARY
@@ -118,7 +123,13 @@ def _summary_lines(items: list[Item], keys: set[int], result: Dedupe) -> None:
         ):
             continue
         lines = it.text.splitlines(keepends=True)
-        kept = [line for line in lines if _line_key(line) not in memory]
+        kept = []
+        for line in lines:
+            key = line_keys.get(line)
+            if key is None:
+                key = line_keys[line] = _line_key(line)
+            if key not in memory:
+                kept.append(line)
         if len(kept) == len(lines):
             continue
         gone = len(lines) - len(kept)
