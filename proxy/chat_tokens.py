@@ -8,10 +8,12 @@ Counting (OpenAI's chat format; checked against published API counts in tests):
   for the function name OpenAI renders there: slightly over, never under);
 - content parts: text (and refusal) parts as text, `image_url` parts by proxy.images,
   other parts (audio, files) are not counted;
-- per request: 3 for reply priming; `tools`/`functions` rendered as OpenAI's TypeScript
-  namespace (`format_functions`) + 9, minus 4 when a system message is present, whose first
-  one is padded with a newline; `tool_choice` "none" +1, a named tool +7 + tokens(name);
-  a `response_format` json_schema: tokens of its name and compact JSON schema + 8.
+- per request: 3 for reply priming (2 for o3/o4 models, as the API reports);
+  `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.function_schema) + 9,
+  minus 4 when a system message is present, whose first one is padded with a newline;
+  `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call`
+  +4 + tokens(name); a `response_format` json_schema: tokens of its name and compact JSON
+  schema + 8.
 Counts per message are cached by content (Python's 64-bit hash of the message's strings,
 or of its JSON bytes), in a bounded cache shared by all tokenizers (token_text.CountCache).
 """
@@ -27,8 +29,9 @@ from typing import Any, TypeVar
 
 import orjson
 
+from proxy.function_schema import format_functions, json_text
 from proxy.images import ImageRule, image_tokens
-from proxy.token_text import CountCache, HFText, TiktokenText, format_functions
+from proxy.token_text import CountCache, HFText, TiktokenText
 from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
@@ -42,9 +45,15 @@ class ChatTokenizer:
     """A model's `Tokenizer`: text counts from a backend, OpenAI's chat rules, a count cache."""
 
     def __init__(
-        self, text: TiktokenText | HFText, cache: CountCache, images: ImageRule, factor: float = 1.0
+        self,
+        text: TiktokenText | HFText,
+        cache: CountCache,
+        images: ImageRule,
+        factor: float = 1.0,
+        priming: int = 3,
     ) -> None:
         self._text = text
+        self._priming = priming
         self._cache = cache
         self._images = images
         self._factor = factor
@@ -228,7 +237,7 @@ class ChatTokenizer:
 
     def _overhead(self, body: Body) -> int:
         count = self._text.count
-        n = 3  # every reply is primed with <|start|>assistant<|message|>
+        n = self._priming  # every reply is primed with <|start|>assistant<|message|>
         # Bodies come from clients: any field may have any JSON type, so shapes are checked.
         functions = [t.get("function", t) for t in _dicts(body.get("tools"))]
         functions = [f for f in functions if isinstance(f, dict)] + _dicts(body.get("functions"))
@@ -240,17 +249,22 @@ class ChatTokenizer:
                 text = system.get("content")
                 if isinstance(text, str):  # OpenAI pads that system message with a newline
                     n += count(text + "\n") - count(text)
-        choice = body.get("tool_choice", body.get("function_call"))
+        # A named tool costs 7 + its name; a named legacy function_call 4 + its name.
+        legacy = "tool_choice" not in body
+        choice = body.get("function_call") if legacy else body.get("tool_choice")
         if choice == "none":
             n += 1
         elif isinstance(choice, dict):
             named = choice.get("function") or choice
             name = named.get("name") if isinstance(named, dict) else None
-            n += 7 + (count(name) if isinstance(name, str) else 0)
+            n += (4 if legacy else 7) + (count(name) if isinstance(name, str) else 0)
         response_format = body.get("response_format")
         schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
         if isinstance(schema, dict):
-            rendered = orjson.dumps(schema.get("schema")).decode()
+            try:
+                rendered = orjson.dumps(schema.get("schema")).decode()
+            except orjson.JSONEncodeError:  # nested past orjson's limit: our own, any depth
+                rendered = json_text(schema.get("schema"))
             n += 8 + count(str(schema.get("name", ""))) + count(rendered)
         return n
 

@@ -8,7 +8,8 @@ Rules (OpenAI "Images and vision" guide, section "Calculating costs"):
   Base/tile: 85/170 for gpt-4o and most; 2833/5667 for gpt-4o-mini; 75/150 for o1 and o3;
   70/140 for gpt-5. Published checks: 1024x1024 high = 765, 2048x4096 high = 1105, low = 85.
 - Patch models (gpt-4.1-mini/nano, gpt-5-mini/nano, o4-mini): 32 px patches, at most 1536
-  (the image is shrunk to fit), times a per-model multiplier; `detail` does not matter.
+  (the image is shrunk to fit), times a per-model multiplier, rounded up, plus 1 (what the
+  API reports: community.openai.com thread 1262691); `detail` does not matter.
 - `detail: auto` (or missing) is counted as `high`: the conservative reading.
 - The size comes from the image's own header when the URL is a `data:` URL (PNG, GIF,
   WEBP, JPEG; only the first bytes are decoded). An `http(s)` URL is never fetched, and an
@@ -75,7 +76,9 @@ def image_tokens(image_url: object, rule: ImageRule) -> int:
     size = image_size(url) if isinstance(url, str) else None
     width, height = size or UNKNOWN_SIZE
     if isinstance(rule, PatchRule):
-        return round(patches(width, height) * rule.multiplier)
+        # The API bills one more than the guide's patches x multiplier (gpt-4.1-mini, nano,
+        # o4-mini: a 128x64 image costs 14, 21, 15); rounded up, never under.
+        return math.ceil(patches(width, height) * rule.multiplier - 1e-9) + 1
     if detail == "low":
         return rule.base
     return rule.base + rule.tile * tiles(width, height)

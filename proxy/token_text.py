@@ -1,4 +1,4 @@
-"""Tokens (text): tokenizer backends, the count cache, function schemas rendered as text.
+"""Tokens (text): tokenizer backends and the count cache.
 
 Nothing is downloaded: tiktoken names its cache files by the sha1 of the blob URL, and
 litellm ships exactly those files for cl100k_base and o200k_base. An encoding is loaded
@@ -178,46 +178,3 @@ class HFText:
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
         offsets = self._tok.encode(text, add_special_tokens=False).offsets
         return len(offsets), lambda k: text[: offsets[k - 1][1]] if k > 0 else ""
-
-
-def format_functions(functions: list[dict[str, Any]]) -> str:
-    """Function schemas the way OpenAI renders them into the prompt (a TypeScript namespace)."""
-    lines = ["namespace functions {", ""]
-    for function in functions:
-        if function.get("description"):
-            lines.append(f"// {function['description']}")
-        parameters = function.get("parameters") or {}
-        if parameters.get("properties"):
-            name = function.get("name")
-            lines += [f"type {name} = (_: {{", _properties(parameters, 0), "}) => any;"]
-        else:
-            lines.append(f"type {function.get('name')} = () => any;")
-        lines.append("")
-    lines.append("} // namespace functions")
-    return "\n".join(lines)
-
-
-def _properties(schema: dict[str, Any], indent: int) -> str:
-    required = schema.get("required") or ()
-    lines = []
-    for name, value in (schema.get("properties") or {}).items():
-        prop = value if isinstance(value, dict) else {}
-        if prop.get("description"):
-            lines.append(f"// {prop['description']}")
-        optional = "" if name in required else "?"
-        lines.append(f"{name}{optional}: {_type(prop, indent)},")
-    return "\n".join(" " * indent + line for line in lines)
-
-
-def _type(prop: dict[str, Any], indent: int) -> str:
-    kind = prop.get("type")
-    if "enum" in prop and kind in ("string", "number", "integer"):
-        quote = '"' if kind == "string" else ""
-        return " | ".join(f"{quote}{v}{quote}" for v in prop["enum"])
-    if kind == "array":
-        items = prop.get("items")
-        return f"{_type(items, indent)}[]" if isinstance(items, dict) else "any[]"
-    if kind == "object":
-        return "\n".join(("{", _properties(prop, indent + 2), "}"))
-    simple = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean"}
-    return simple.get(kind, "null" if kind == "null" else "any") if isinstance(kind, str) else "any"

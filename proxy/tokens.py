@@ -51,7 +51,7 @@ class TokenCounter:
         self._cache = CountCache(cache_entries)
         self._lock = threading.Lock()
         self._texts: dict[str, TiktokenText | HFText] = {}
-        self._tokenizers: dict[tuple[str, float, ImageRule], ChatTokenizer] = {}
+        self._tokenizers: dict[tuple[str, float, ImageRule, int], ChatTokenizer] = {}
         self._by_model: dict[tuple[str, str | None], ChatTokenizer] = {}
 
     def for_model(self, model: str, policy: Policy) -> Tokenizer:
@@ -92,9 +92,11 @@ class TokenCounter:
                 encoding, factor = "cl100k_base", max(factor, _DEFAULT_FACTOR)
         if source is None:
             source = self._tiktoken(encoding)
-        key = (source.name, factor, image_rule(name))
+        # o3/o4 replies are primed with one token less (tests/data/count_fixtures.json).
+        priming = 2 if name.startswith(("o3", "o4")) else 3
+        key = (source.name, factor, image_rule(name), priming)
         if key not in self._tokenizers:
-            self._tokenizers[key] = ChatTokenizer(source, self._cache, key[2], factor)
+            self._tokenizers[key] = ChatTokenizer(source, self._cache, key[2], factor, priming)
         return self._tokenizers[key]
 
     def _tiktoken(self, encoding: str) -> TiktokenText | HFText:
