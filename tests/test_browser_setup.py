@@ -24,7 +24,9 @@ def fake_apt(calls: list[list[str]], returncode: int = 0) -> Any:
 def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     monkeypatch.setattr(browser, "LOCK", tmp_path / "lock")
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(browser.shutil, "which", lambda name: f"/usr/bin/{name}" if name == "apt-get" else None)
+    monkeypatch.setattr(
+        browser.shutil, "which", lambda name: f"/usr/bin/{name}" if name == "apt-get" else None
+    )
     calls: list[list[str]] = []
     monkeypatch.setattr(browser.subprocess, "run", fake_apt(calls))
     return calls

@@ -23,7 +23,9 @@ HOSTILE = (
 )
 
 
-def write_log(path: Path, names: list[tuple[str, str]], ts: str = "2026-11-01T10:00:00.000Z") -> None:
+def write_log(
+    path: Path, names: list[tuple[str, str]], ts: str = "2026-11-01T10:00:00.000Z"
+) -> None:
     with path.open("wb") as f:
         for team, model in names:
             rec = {"ts": ts, "team": team, "model": model, "status": 200, "total_tokens": 5}

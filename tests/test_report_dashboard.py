@@ -49,7 +49,11 @@ def test_errors_by_kind_per_team_match_the_log(tmp_path: Path) -> None:
         elif r["status"] >= 400:
             expected[r["team"], f"http_{r['status']}"] += 1
     got = Counter({(t, k): n for t, kinds in agg.tally.errors.items() for k, n in kinds.items()})
-    assert got == expected and {k for _, k in got} == {"quota_exceeded", "upstream_error", "http_502"}
+    assert got == expected and {k for _, k in got} == {
+        "quota_exceeded",
+        "upstream_error",
+        "http_502",
+    }
     assert sum(got.values()) == agg.total()["errors"]
     html = render(tmp_path)
     table = html[html.index('<table id="errors">') :]
@@ -58,7 +62,9 @@ def test_errors_by_kind_per_team_match_the_log(tmp_path: Path) -> None:
 
 
 def test_quota_panel_shows_newest_day_and_month_peaks(tmp_path: Path) -> None:
-    def rec(ts: str, team: str, used: int, limit: int | None, level: str = "normal") -> dict[str, Any]:
+    def rec(
+        ts: str, team: str, used: int, limit: int | None, level: str = "normal"
+    ) -> dict[str, Any]:
         return {"ts": ts, "team": team, "model": "m", "status": 200, "total_tokens": 1,
                 "quota_used": used, "quota_limit": limit, "quota_level": level}  # fmt: skip
 
@@ -71,7 +77,9 @@ def test_quota_panel_shows_newest_day_and_month_peaks(tmp_path: Path) -> None:
         rec("2026-11-02T11:00:00Z", "open", 0, None),  # no limit: not in the panel
     ]
     rows = aggregate((orjson.dumps(r) for r in recs), ["team"]).tally.quota_rows()
-    assert [(r["team"], r["period"], r["when"], r["used"], r["limit"], r["level"]) for r in rows] == [
+    assert [
+        (r["team"], r["period"], r["when"], r["used"], r["limit"], r["level"]) for r in rows
+    ] == [
         ("research", "day", "2026-11-02", 850, 1000, "warning"),
         ("research", "month", "2026-11", 850, 1000, "warning"),
     ]
