@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 KEYED = f'team: research\nbudget: {{ratio: 0.5}}\nkeys: ["{hash_key("k1")}"]\n'
 
 
-def run_cli(*argv: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
+def run_cli(*argv: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "proxy", *argv], capture_output=True, timeout=60, cwd=ROOT, **kw
-    )  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "proxy", *argv], capture_output=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_check_on_a_named_missing_folder_is_an_error(
