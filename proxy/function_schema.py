@@ -3,7 +3,10 @@
 OpenAI shows the model its functions as a TypeScript namespace,
 `namespace functions { // description\\ntype f = (_: { ... }) => any; }`. Rules, held to
 API-reported counts in tests/data/count_fixtures.json:
-- only the top level's property descriptions are shown (nested ones are dropped);
+- each property's description is a `// ` line above it, at every level (hmarr's gpt-3.5
+  figures drop nested ones, pamelafox's later ones show them: shown, so never under), and,
+  as openai/harmony renders them, a title, examples, `nullable` (" | null") and a default
+  (a trailing `// default: ...`);
 - `anyOf`/`oneOf` and a list of types are unions (" | "), `allOf` an intersection (" & ");
 - an enum is its values joined by " | " (strings quoted); `const` is shown as its type;
 - arrays are `T[]`, objects `{ ... }` with properties indented two spaces per level;
@@ -59,18 +62,28 @@ class _Renderer:
         if not isinstance(properties, dict):  # a list, a string...: its JSON text
             out.append(" " * indent + json_text(properties) + ",")
             return
-        required = schema.get("required")
-        required = required if isinstance(required, list) else ()
+        listed = schema.get("required")
+        required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
         pad = " " * indent
         for name, prop in properties.items():
-            if isinstance(prop, dict) and prop.get("description"):
-                out.append(f"{pad}// {_text(prop['description'])}")
+            notes = prop if isinstance(prop, dict) else {}
+            if notes.get("title"):
+                out += [f"{pad}// {_text(notes['title'])}", f"{pad}//"]
+            if notes.get("description"):
+                out.append(f"{pad}// {_text(notes['description'])}")
+            if isinstance(notes.get("examples"), list) and notes["examples"]:
+                out.append(f"{pad}// Examples:")
+                out += [f"{pad}// - {json_text(example)}" for example in notes["examples"]]
             optional = "" if name in required else "?"
             # A type may span lines (an object): its first line follows the name.
             start = len(out)
             self.type(prop, indent, out, depth + 1)
             out[start] = f"{pad}{name}{optional}: {out[start]}"
-            out[-1] += ","
+            if notes.get("nullable") is True:
+                out[-1] += " | null"
+            out[-1] += "," + (
+                f" // default: {json_text(notes['default'])}" if "default" in notes else ""
+            )
 
     def type(self, prop: object, indent: int, out: list[str], depth: int) -> None:
         """Appends the lines of `prop`'s type (the first one not indented)."""

@@ -95,6 +95,8 @@ MALFORMED: list[Any] = [
     {"name": "f", "parameters": {"properties": {"a": {"type": "object", "properties": 7}}}},
     {"name": "f", "parameters": {"properties": {"a": {"$ref": 5}, "b": {"$ref": "#/x/y"}}}},
     {"name": "f", "parameters": {"properties": {"a": {}}, "required": "a"}},
+    {"name": "f", "parameters": {"properties": {"a": {"default": {}}}, "required": [{}, "a"]}},
+    {"name": "f", "parameters": {"properties": {"a": {"title": [], "examples": [{}]}}}},
     {
         "name": "deep",
         "parameters": _nested(
@@ -162,3 +164,23 @@ def test_a_megabyte_of_hostile_schema_counts_in_linear_time(counter: TokenCounte
     start = time.perf_counter()
     assert count(counter, "gpt-4o", body) > 100_000
     assert time.perf_counter() - start < 5  # a linear pass takes well under a second
+
+
+def test_defaults_titles_examples_and_nullable_are_counted() -> None:
+    # openai/harmony's renderer shows them; counting them keeps newer models from going under.
+    plain = {"type": "object", "properties": {"a": {"type": "string"}}}
+    noted = {
+        "type": "object",
+        "properties": {
+            "a": {
+                "type": "string",
+                "title": "A",
+                "examples": ["x"],
+                "default": "x",
+                "nullable": True,
+            }
+        },
+    }
+    text = format_functions([{"name": "f", "parameters": noted}])
+    assert text != format_functions([{"name": "f", "parameters": plain}])
+    assert '// - "x"' in text and 'a?: string | null, // default: "x"' in text
