@@ -47,15 +47,21 @@ def _line_number(problem: str) -> int:
 
 
 def _scalar(node: yaml.Node) -> Any:
-    return _CONSTRUCTOR.construct_object(node, deep=True)
+    """The value of a scalar node, or INVALID when an explicit tag cannot build it
+    (`!!int abc`, `!!python/name:...`): a problem to report, never a crash."""
+    try:
+        return _CONSTRUCTOR.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, KeyError, TypeError):
+        return INVALID
 
 
 def _where(node: yaml.Node) -> str:
-    return (
-        "a mapping"
-        if isinstance(node, yaml.MappingNode)
-        else ("a list" if isinstance(node, yaml.SequenceNode) else repr(_scalar(node)))
-    )
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    value = _scalar(node)
+    return f"a value tagged {node.tag}" if value is INVALID else repr(value)
 
 
 def check_mapping(
@@ -104,6 +110,9 @@ def _typed(
         problems.add(node, f"{name} must be {what}, got {_where(node)}")
         return INVALID
     value = _scalar(node)
+    if value is INVALID:
+        problems.add(node, f"{name} must be {what}, got {_where(node)}")
+        return INVALID
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         problems.add(node, f"{name} must be {what}, got {value!r}")
         return INVALID

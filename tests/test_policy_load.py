@@ -207,3 +207,20 @@ def test_yaml_booleans_elsewhere() -> None:
     assert "boolean" in problem
     # Switches stay booleans.
     assert load_policy_text("summaries: {enabled: on}\n", "p.yaml", "p").summaries.enabled
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "team: !!int abc\n",
+        "history: {relevance: !!bool x}\n",
+        "budget: {ratio: !!float x}\n",
+        "team: !!python/name:os.system x\n",
+        "keys: [!!binary x]\n",
+    ],
+)
+def test_explicit_tags_that_cannot_be_built_are_problems_not_crashes(text: str) -> None:
+    # Before: ValueError/KeyError/ConstructorError escaped `check` as a traceback, and on a
+    # reload killed the file watcher.
+    (problem,) = problems_of(text)
+    assert problem.startswith("p.yaml:1: ") and "tagged" in problem
