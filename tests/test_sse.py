@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
@@ -88,9 +90,25 @@ def test_error_event_is_openai_shaped() -> None:
 class OneByOne(StreamTap):
     """The tap as it was: every event found and looked at on its own (the reference)."""
 
+    def __init__(self, client_wants_usage: bool) -> None:
+        super().__init__(client_wants_usage)
+        self._rest = b""
+
     def feed(self, chunk: bytes) -> bytes:
-        data = self._pending + chunk if self._pending else chunk
-        return self._by_event(data)
+        data = self._rest + chunk
+        out: list[bytes] = []
+        start = 0
+        for match in re.finditer(rb"\r?\n\r?\n", data):
+            kept = self._inspect(data[start : match.end()])
+            start = match.end()
+            if kept:
+                out.append(kept)
+        self._rest = data[start:]
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        rest, self._rest = self._rest, b""
+        return self._inspect(rest) if rest.strip() else rest
 
 
 def content_event(text: str, usage_null: bool) -> bytes:
