@@ -96,6 +96,12 @@ class UpstreamUnreachable(ProxyError):
     code = "upstream_unreachable"
 
 
+class UpstreamTooLarge(UpstreamUnreachable):
+    """A whole answer over the size the proxy holds in memory: refused, not grown."""
+
+    code = "upstream_response_too_large"
+
+
 class UpstreamTimeout(ProxyError):
     status = 504
     type = "upstream_error"

@@ -10,16 +10,46 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError
 
+_BAD_NAME = frozenset(' :"(),/;<=>?@[\\]{}')
+# Connection-level headers are never relayed (RFC 9110 7.6.1); content-length is ours to set.
+HOP_BY_HOP_OUT = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
 
 def _raw(headers: list[tuple[str, str]], extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    raw = [pair for k, v in headers if (pair := _header(k, v)) is not None]
     names = {k for k, _ in raw}
-    raw.extend(
-        (k.encode("latin-1"), v.encode("latin-1"))
-        for k, v in extra.items()
-        if k.encode("latin-1") not in names
-    )
+    for k, v in extra.items():
+        pair = _header(k, v)
+        if pair is not None and pair[0] not in names:
+            raw.append(pair)
     return raw
+
+
+def _header(name: str, value: str) -> tuple[bytes, bytes] | None:
+    """A header as bytes the client may receive, or None to drop it.
+
+    An upstream's header value may be anything its parser let through (UTF-8, CR, NUL):
+    such a value is percent-encoded rather than failing the whole answer with a 500, and a
+    name that is not a plain token, or a hop-by-hop one, is dropped.
+    """
+    low = name.lower()
+    # Names arrive parsed as tokens; only cheap checks for what would break the head.
+    if low in HOP_BY_HOP_OUT or not (low.isascii() and low.isprintable()) or _BAD_NAME & set(low):
+        return None
+    if not (value.isascii() and value.isprintable()):
+        data = value.encode("utf-8", "surrogateescape")
+        value = "".join(chr(b) if 0x20 <= b < 0x7F else f"%{b:02X}" for b in data)
+    return low.encode("ascii"), value.encode("ascii")
 
 
 class Plain(Response):

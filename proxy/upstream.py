@@ -11,7 +11,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from proxy.errors import UpstreamTimeout, UpstreamUnreachable
+from proxy.errors import UpstreamTimeout, UpstreamTooLarge, UpstreamUnreachable
 
 # Headers that describe one connection, not the message; never forwarded (RFC 9110 7.6.1),
 # plus the ones aiohttp or the receiving server recomputes.
@@ -53,6 +53,12 @@ class Timeouts:
 RETRY_STATUSES = frozenset({502, 503, 504})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 4.0
+# A whole (non-streamed) answer is held in memory; past this it is refused, not grown.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def too_large(limit: int) -> str:
+    return f"The upstream's answer is larger than {limit} bytes, the most the proxy holds."
 
 
 def clean_headers(
@@ -76,15 +82,32 @@ def clean_headers(
 class UpstreamResponse:
     """An upstream answer whose body is read whole (`read`) or piece by piece (`chunks`)."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(
+        self, response: aiohttp.ClientResponse, max_answer_bytes: int = MAX_ANSWER_BYTES
+    ) -> None:
         self._response = response
+        self._max_answer_bytes = max_answer_bytes
         self.status = response.status
         self.headers = clean_headers(response.headers)
         self.content_type = response.headers.get("content-type", "")
 
     async def read(self) -> bytes:
+        """The whole body, at most `max_answer_bytes` of it (else UpstreamTooLarge)."""
+        limit = self._max_answer_bytes
+        whole = False
         try:
-            return await self._response.read()
+            declared = self._response.content_length
+            if declared is not None and declared > limit:
+                raise UpstreamTooLarge(too_large(limit))
+            parts: list[bytes] = []
+            size = 0
+            async for chunk in self._response.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise UpstreamTooLarge(too_large(limit))
+                parts.append(chunk)
+            whole = True
+            return b"".join(parts)
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise UpstreamTimeout("the upstream timed out while sending its answer") from exc
         except aiohttp.ClientError as exc:
@@ -92,7 +115,11 @@ class UpstreamResponse:
                 f"the upstream broke off its answer ({type(exc).__name__})"
             ) from exc
         finally:
-            self._response.release()
+            # Only a body read to its end may go back to the pool; a refused one is cut off.
+            if whole:
+                self._response.release()
+            else:
+                self.close()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Each piece as it arrives; raises UpstreamBroke if the upstream fails mid-way."""
@@ -115,13 +142,16 @@ class UpstreamResponse:
 class Upstream:
     """Owns the shared, pooled client session for the app's lifetime."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, max_answer_bytes: int = MAX_ANSWER_BYTES
+    ) -> None:
         self._session = session
+        self._max_answer_bytes = max_answer_bytes
         self._jitter = random.Random()
         self._timeouts: dict[tuple[Timeouts, bool], aiohttp.ClientTimeout] = {}
 
     @classmethod
-    def open(cls) -> Upstream:
+    def open(cls, max_answer_bytes: int = MAX_ANSWER_BYTES) -> Upstream:
         connector = aiohttp.TCPConnector(
             limit=0, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=300
         )
@@ -131,7 +161,7 @@ class Upstream:
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
             trust_env=False,  # never route through a proxy picked up from the environment
         )
-        return cls(session)
+        return cls(session, max_answer_bytes)
 
     async def close(self) -> None:
         await self._session.close()
@@ -209,4 +239,4 @@ class Upstream:
             raise UpstreamUnreachable(
                 "the request to the upstream could not be built; check upstream.base_url"
             ) from exc
-        return UpstreamResponse(response)
+        return UpstreamResponse(response, self._max_answer_bytes)

@@ -11,7 +11,9 @@ Modes: ok (JSON, or SSE when the body says stream), silent (never answers), stal
 `gap_s`, `events` of them), big_stream (many large events as fast as possible), stream_reset
 and plain_reset (part of the answer then a TCP reset), garbage (not HTTP), html_500,
 invalid_json, 429 (with Retry-After), 503, flaky (503 for the first `fail_first` requests,
-then ok), redirect (302 to `redirect_to`).
+then ok), redirect (302 to `redirect_to`), endless_plain / endless_stream / endless_event (a JSON
+body, SSE events, or one SSE event that never ends, up to `endless_bytes`), bad_headers (a
+header value that is not Latin-1, and a hop-by-hop one).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class FaultUpstream:
 
     def __init__(self) -> None:
         self.mode = "ok"
+        self.endless_bytes = 256 * 1024 * 1024  # how long the endless modes go on
         self.fail_first = 0
         self.events = 1000
         self.gap_s = 0.05
@@ -224,6 +227,14 @@ class FaultUpstream:
             )
         elif mode == "503":
             writer.write(_response(503, "application/json", ERROR_503))
+        elif mode in ("endless_plain", "endless_stream", "endless_event"):
+            endless = asyncio.ensure_future(_endless(writer, mode, self.endless_bytes))
+            await asyncio.wait([endless, watch], return_when=asyncio.FIRST_COMPLETED)
+            endless.cancel()
+        elif mode == "bad_headers":
+            head = _head(200, "application/json", len(_completion(conn)))
+            odd = "x-odd: caf\u00e9 \u2603 \U0001f600\r\nx-fine: yes\r\nkeep-alive: timeout=5\r\n"
+            writer.write(head[:-2] + odd.encode() + b"\r\n" + _completion(conn))
         elif mode == "redirect":
             writer.write(_response(302, "text/plain", b"moved", (("location", self.redirect_to),)))
         else:
@@ -349,6 +360,26 @@ async def _sse(
         writer.write(_chunk(b"data: " + orjson.dumps(usage) + b"\n\n"))
         writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
+
+
+async def _endless(writer: asyncio.StreamWriter, mode: str, limit: int) -> None:
+    """An answer that goes on and on (up to `limit` bytes, so the test ends by itself)."""
+    stream = mode != "endless_plain"
+    writer.write(_head(200, "text/event-stream" if stream else "application/json", None))
+    if mode == "endless_event":  # one event that never ends: no blank line, ever
+        writer.write(_chunk(b'data: {"choices": [{"delta": {"content": "'))
+    piece = {
+        "endless_plain": b"[" + b"1," * 32767 + b"1]",
+        "endless_stream": b"".join(_events(Conn(), 64, pad=1000)),
+        "endless_event": b"y" * 65536,
+    }[mode]
+    sent = 0
+    while sent < limit:
+        writer.write(_chunk(piece))
+        sent += len(piece)
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
