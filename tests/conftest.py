@@ -24,8 +24,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any, port: int | None = None) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn in a thread; yields its base URL."""
+def serve(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a thread; yields its base URL.
+
+    `options` go to uvicorn.Config as they are (e.g. proxy.connection_limits.uvicorn_options).
+    """
     port = port or free_port()
     config = uvicorn.Config(
         app,
@@ -35,6 +38,7 @@ def serve(app: Any, port: int | None = None) -> Iterator[str]:
         lifespan="on",
         loop="asyncio",
         timeout_graceful_shutdown=5,
+        **options,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
