@@ -116,7 +116,10 @@ def confined_url(base: str, request: Request) -> URL:
     suffix = upstream_path(request)
     if not suffix.startswith("/"):  # `/v1%2F...`: the route matched on the decoded path
         suffix = "/" + suffix
-    root = URL(base)
+    try:
+        root = URL(base)
+    except ValueError:
+        root = URL()
     if not root.absolute or root.scheme not in ("http", "https"):
         raise UpstreamUnreachable("the upstream URL is invalid; check upstream.base_url")
     prefix = root.raw_path.rstrip("/")
