@@ -1,10 +1,11 @@
 """Overhead benchmark: the fake upstream called directly, through the proxy, through LiteLLM.
 
 Run: /work/venv/bin/python tests/bench/overhead.py [--duration 5] [--soak 100000]
-     [--no-litellm] [--litellm-venv /work/litellm-venv] [--delay-ms 20]
+     [--targets relay,proxy,proxy2,litellm] [--litellm-venv /work/litellm-venv] [--delay-ms 20]
 
 Everything runs on loopback as separate processes: tests/bench/fake_upstream_server.py,
-`python -m proxy serve` (one worker, then `--workers 2`), LiteLLM's proxy when its venv
+the minimal Starlette + aiohttp relay (relay.py, the floor the proxy's CPU per request
+is compared to), `python -m proxy serve` (one worker, then `--workers 2`), LiteLLM's proxy when its venv
 exists, and wrk (loadgen.py). Per target and per mode (plain, `stream: true`): latency at
 1 connection, throughput at 16 and 64, server CPU per request (utime+stime of the process
 tree from /proc), resident memory after the runs, and startup (spawn to a 200 on health).
@@ -68,6 +69,14 @@ def context_proxy(tmp: Path, upstream: int, workers: int) -> Server:
     cmd += ["--usage-log", str(tmp / f"usage{port}.jsonl")]
     name = f"context-proxy {workers}w"
     return Server(name, cmd, port, "/healthz", {"PYTHONPATH": str(ROOT)}, tmp / f"proxy{port}.log")
+
+
+def relay(tmp: Path, upstream: int) -> Server:
+    """The minimal Starlette + aiohttp relay (relay.py): the floor the proxy is held to."""
+    port = free_port()
+    cmd = [PY, str(HERE / "relay.py"), "--port", str(port)]
+    cmd += ["--upstream", f"http://127.0.0.1:{upstream}/v1"]
+    return Server("relay", cmd, port, "/healthz", log=tmp / f"relay{port}.log")
 
 
 def litellm(tmp: Path, venv: Path, upstream: int, slow: int) -> Server:
@@ -204,6 +213,8 @@ def run_all(bench: Bench, only: set[str]) -> dict[str, Any]:
     print("  with the slow upstream:")
     direct_slow = measure(None, slow, slow.port, "gpt-4o", seconds, (16, 64))
     targets["direct"]["slow_upstream"] = direct_slow["runs"]
+    if "relay" in only:
+        targets["relay"] = run_target(bench, relay(bench.tmp, up.port))
     if "proxy" in only:
         targets["context-proxy 1w"] = run_target(bench, context_proxy(bench.tmp, up.port, 1))
         targets["context-proxy 1w"]["slow_upstream"] = run_slow_proxy(bench)
@@ -221,7 +232,9 @@ def main() -> None:
     parser.add_argument("--soak", type=int, default=0, help="requests for the RSS soak (1 worker)")
     parser.add_argument("--soak-chunk", type=float, default=10.0, help="seconds between samples")
     parser.add_argument(
-        "--targets", default="proxy,proxy2,litellm", help="besides direct: proxy,proxy2,litellm"
+        "--targets",
+        default="relay,proxy,proxy2,litellm",
+        help="besides direct: relay,proxy,proxy2,litellm",
     )
     parser.add_argument("--litellm-venv", type=Path, default=Path("/work/litellm-venv"))
     parser.add_argument("--output", type=Path, default=RESULTS)

@@ -87,6 +87,36 @@ def slow_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def relay_table(report: dict[str, Any]) -> list[str]:
+    """CPU per request (at 16 and 1 connections) and added p50 of each target against the
+    minimal relay measured in the same run: the issue's "at most 1.5x the relay" goal."""
+    targets = report["targets"]
+    relay, direct = targets.get("relay"), targets["direct"]
+    if not relay or "runs" not in relay:
+        return []
+    lines = [
+        "| target | mode | CPU/req @16 (relay) | × relay @16 | CPU/req @1 (relay) | × relay @1 "
+        "| added p50 @1 (relay's) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, target in targets.items():
+        if target is direct or target is relay or "runs" not in target:
+            continue
+        for mode in ("plain", "stream"):
+            cells = [name, mode]
+            for conns in ("16", "1"):
+                cpu = _run(target, mode, conns).get("cpu_ms_per_request", 0.0)
+                floor = _run(relay, mode, conns).get("cpu_ms_per_request", 0.0)
+                cells.append(f"{cpu:.3f} ms ({floor:.3f})")
+                cells.append(f"**{cpu / floor:.2f}**" if floor else "-")
+            base = _run(direct, mode, "1")["p50_ms"]
+            added = _run(target, mode, "1")["p50_ms"] - base
+            relay_added = _run(relay, mode, "1")["p50_ms"] - base
+            cells.append(f"{added:+.3f} ms ({relay_added:+.3f})")
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def soak_lines(report: dict[str, Any]) -> list[str]:
     soak = (report["targets"].get("context-proxy 1w") or {}).get("soak")
     if not soak:
@@ -128,6 +158,18 @@ def targets_table(report: dict[str, Any]) -> list[str]:
         ),
         ("startup to /healthz 200", "< 1 s", f"{proxy['startup_s']:.2f} s", proxy["startup_s"] < 1),
     ]
+    relay = report["targets"].get("relay")
+    if relay and "runs" in relay:
+        floor = _run(relay, "plain", "16")["cpu_ms_per_request"]
+        rows.insert(
+            4,
+            (
+                "proxy CPU per small request vs the relay",
+                "≤ 1.5×",
+                f"{cpu / floor:.2f}×",
+                cpu / floor <= 1.5,
+            ),
+        )
     lines = ["| target | goal | measured | met |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {'yes' if ok else '**no**'} |" for a, b, c, ok in rows]
     return lines
@@ -140,7 +182,8 @@ def print_tables(report: dict[str, Any]) -> None:
         f"load average at start {m['loadavg_at_start']:.2f}; wrk, 1 thread.\n"
         "`others`: the most CPU (cores) processes outside the benchmark used during a run.\n"
     )
-    for block in (main_table(report), slow_table(report), targets_table(report)):
+    blocks = (main_table(report), relay_table(report), slow_table(report), targets_table(report))
+    for block in blocks:
         print("\n".join(block) + "\n")
     for line in soak_lines(report):
         print(line)
