@@ -9,7 +9,8 @@ Counting (OpenAI's chat format; checked against published API counts in tests):
 - content parts: text (and refusal) parts as text, `image_url` parts by proxy.images,
   other parts (audio, files) are not counted;
 - per request: 3 for reply priming (2 for o3/o4 models, as the API reports);
-  `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.function_schema) + 9,
+  `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.function_schema;
+  legacy `functions` alone nest as they did: indented, nested descriptions dropped) + 9,
   minus 4 when a system message is present, whose first one is padded with a newline;
   `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call`
   +4 + tokens(name); a `response_format` json_schema: tokens of its name and compact JSON
@@ -240,9 +241,11 @@ class ChatTokenizer:
         n = self._priming  # every reply is primed with <|start|>assistant<|message|>
         # Bodies come from clients: any field may have any JSON type, so shapes are checked.
         functions = [t.get("function", t) for t in _dicts(body.get("tools"))]
-        functions = [f for f in functions if isinstance(f, dict)] + _dicts(body.get("functions"))
+        functions = [f for f in functions if isinstance(f, dict)]
+        only_legacy = not functions  # only legacy `functions`: nested parts render as they did
+        functions += _dicts(body.get("functions"))
         if functions:
-            n += count(format_functions(functions)) + 9
+            n += count(format_functions(functions, only_legacy)) + 9
             system = next((m for m in _dicts(body.get("messages")) if _role(m) == "system"), None)
             if system is not None:
                 n -= 4
