@@ -129,6 +129,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from proxy.connection_limits import uvicorn_options
     from proxy.logs import configure_logging
     from proxy.policy_load import PolicyError, load_policy_dir
     from proxy.serve_report import log_start, missing_folder
@@ -168,7 +169,7 @@ def serve_command(args: argparse.Namespace) -> int:
         port=settings.port,
         workers=settings.workers,
         loop="uvloop",
-        http="httptools",
+        **uvicorn_options(settings),  # httptools, with head/idle timeouts and a connection cap
         lifespan="on",
         access_log=False,  # request lines may carry query strings with secrets
         log_config=None,

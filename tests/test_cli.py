@@ -179,3 +179,30 @@ def test_output_into_a_closed_pipe_exits_quietly(tmp_path: Path, argv: list[str]
         os.close(write_end)
     assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141  # as a command killed by SIGPIPE
+
+
+def test_serve_applies_the_head_timeout_flag(tmp_path: Path, upstream_url: str) -> None:
+    import socket
+
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *serve_command(port, ROOT / "policies", upstream_url, tmp_path / "usage.jsonl"),
+            "--head-timeout-s",
+            "0.5",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process)
+        with socket.create_connection(("127.0.0.1", port), timeout=8) as conn:
+            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")  # never finished
+            answer = b""
+            while chunk := conn.recv(4096):  # the default 10 s would outlast the 8 s timeout
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
