@@ -7,6 +7,7 @@ message would otherwise hold the event loop (and every other request) for second
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,9 +18,14 @@ from proxy.types import Section
 # Linear: one quantifier, over a class that the next `<` or `>` ends; a failed try gives up
 # a run without `<`, and the next try starts at or past that `<`.
 _OPEN = re.compile(r"<context(?=[\s>])([^<>]*)>")
+_SELF = re.compile(r"<context(?=[\s>])[^<>]*/\s*>")  # linear as _OPEN: `/` and `\s` end at `>`
 _CLOSE = "</context>"
 _MAX_PROBLEMS = 20  # per text: a crafted body must not make a plan of a million lines
-_FENCE = re.compile(r"[ \t]{0,3}(```|~~~)")
+# A line starts where str.splitlines would start one; it opens a heading or a fence.
+# `\r\n` is one break: the `\n` after a `\r` cannot start a mark, so either may stand.
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_MARK = re.compile(f"[{_BREAKS}]" + r"(?:(#{1,6}[ \t])|[ \t]{0,3}(?:```|~~~))")
+_EOL = re.compile(f"\r\n|[{_BREAKS}]")
 
 __all__ = ["Block", "parse_attrs", "split_blocks", "split_headings"]
 
@@ -36,37 +42,46 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
 
     Only an opening tag whose next `</context>` comes before any other opening tag is a
     block; anything else (a lone open or close, nesting) stays text, as written. Linear:
-    the openers are found once, and the search for `</context>` only moves forward.
+    the openers are found once, the search for `</context>` only moves forward, and a run
+    of unmatched openers is passed over in one step.
     """
     if "<" not in text or "<context" not in text:  # one character is found much faster
         return [text], []
+    starts = [m.start() for m in _OPEN.finditer(text)]  # ints: no objects kept per tag
+    closing = [m.start() for m in _SELF.finditer(text)]  # the same tags, self-closing ones
+    selfs = set(closing)
     pieces: list[str | Block] = []
     problems: list[str] = []
-    opens = [(m.start(), m.end()) for m in _OPEN.finditer(text)]
-    pos = more = 0
-    close = -1
-    for i, (start, end) in enumerate(opens):
-        source = text[start + 8 : end - 1]  # after `<context`, before `>`
-        if source.rstrip().endswith("/"):
-            continue  # self-closing: not a block
-        if close < end:  # else the `</context>` found before is still the first after `end`
-            close = text.find(_CLOSE, end)
+    pos = more = i = 0
+    while i < len(starts):
+        close = text.find(_CLOSE, text.index(">", starts[i]) + 1)
         if close < 0:
-            problems.append(f"unclosed <context> at character {start}: kept as text")
+            first = next((k for k in range(i, len(starts)) if starts[k] not in selfs), None)
+            if first is not None:
+                problems.append(f"unclosed <context> at character {starts[first]}: kept as text")
             break
-        if i + 1 < len(opens) and opens[i + 1][0] < close:
-            if len(problems) < _MAX_PROBLEMS:
-                problems.append(
-                    f"<context> at character {start} has no matching close: kept as text"
-                )
-            else:
-                more += 1
-            continue
-        if start > pos:
-            pieces.append(text[pos:start])
-        attrs, bad = parse_attrs(source)
-        pieces.append(Block(attrs, text[end:close], tuple(bad)))
-        pos = close + len(_CLOSE)
+        # Openers i..last come before this close: only the last can be its block; every
+        # other one (not self-closing) has the next opener before its close: kept as text.
+        last = bisect_left(starts, close, i + 1) - 1
+        for k in range(i, last):
+            if starts[k] in selfs:
+                continue
+            if len(problems) >= _MAX_PROBLEMS:  # the rest only counted, not each looked at
+                between = bisect_right(closing, starts[last - 1]) - bisect_left(closing, starts[k])
+                more += last - k - between
+                break
+            problems.append(
+                f"<context> at character {starts[k]} has no matching close: kept as text"
+            )
+        if starts[last] not in selfs:
+            m = _OPEN.match(text, starts[last])
+            assert m is not None  # found there by the same pattern
+            if m.start() > pos:
+                pieces.append(text[pos : m.start()])
+            attrs, bad = parse_attrs(m.group(1))
+            pieces.append(Block(attrs, text[m.end() : close], tuple(bad)))
+            pos = close + len(_CLOSE)
+        i = last + 1
     if pos < len(text) or not pieces:
         pieces.append(text[pos:])
     if more:
@@ -100,20 +115,30 @@ def split_headings(text: str, headings: Mapping[str, Section]) -> list[tuple[Sec
     current: Section | None = None
     level = 0
     start = 0
-    pos = 0
     fenced = False
-    for line in text.splitlines(keepends=True):
-        if _FENCE.match(line):
+    # Only lines that open a heading or a fence are looked at (a Python step per line of a
+    # long text costs more than the whole plan); the rest are passed over by the pattern.
+    first = _MARK.match("\n" + text[:10])  # the first line, as if a line ended before it
+    marks = [(0, first.group(1))] if first is not None else []
+    # A break, then a mark: the pattern starts with a class, which the engine skips to fast.
+    marks.extend((m.start() + 1, m.group(1)) for m in _MARK.finditer(text))
+    for pos, heading in marks:
+        if heading is None:
             fenced = not fenced
-        elif not fenced and line.startswith("#") and (found := _heading(line)) is not None:
-            depth, title = found
-            section = headings.get(title.strip().rstrip(":").strip().lower())
-            if section is not None or (current is not None and depth <= level):
-                if pos > start:
-                    out.append((current, text[start:pos]))
-                start = pos
-                current, level = (section, depth) if section is not None else (None, 0)
-        pos += len(line)
-    if pos > start or not out:
+            continue
+        if fenced:
+            continue
+        eol = _EOL.search(text, pos)
+        found = _heading(text[pos : eol.end() if eol is not None else len(text)])
+        if found is None:
+            continue
+        depth, title = found
+        section = headings.get(title.strip().rstrip(":").strip().lower())
+        if section is not None or (current is not None and depth <= level):
+            if pos > start:
+                out.append((current, text[start:pos]))
+            start = pos
+            current, level = (section, depth) if section is not None else (None, 0)
+    if len(text) > start or not out:
         out.append((current, text[start:]))
     return out
