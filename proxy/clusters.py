@@ -32,6 +32,7 @@ class Substitution:
     excluded: set[int] = field(default_factory=set)  # blocks whose tool group was dropped
     choice_of: dict[int, int] = field(default_factory=dict)  # item key -> choice
     groups: list[list[int]] = field(default_factory=list)  # member items, ascending keys
+    lost_of: dict[int, list[int]] = field(default_factory=dict)  # group -> dropped members
     dropped: dict[tuple[int, ...], list[int]] = field(default_factory=dict)  # for these grants
     firsts: dict[tuple[int, ...], int] = field(default_factory=dict)  # for these grants
 
@@ -47,11 +48,11 @@ class Substitution:
 
     def lost_in(self, group: int) -> list[int]:
         """Members of one group that were dropped; found once per round."""
-        out = self.dropped.get((group,))
+        out = self.lost_of.get(group)
         if out is None:
             grants, choice_of = self.grants, self.choice_of
             out = [k for k in self.groups[group] if grants.get(choice_of[k], 0) == 0]
-            self.dropped[(group,)] = out
+            self.lost_of[group] = out
         return out
 
     def anchor(self, summary: int, items: Sequence[Item]) -> int:
@@ -101,8 +102,11 @@ def find_members(layout: Layout, choices: Sequence[Choice], sub: Substitution) -
             if g == len(sub.groups):
                 sub.groups.append([])
             sub.groups[g].append(key)
-    by_msg = sorted(plain, key=lambda k: (items[k].msg, k))
-    msgs = [items[k].msg for k in by_msg]
+    by_msg: list[int] = []
+    msgs: list[int] = []
+    if any(it.kind is summary for _, it in candidates):  # spans are looked up by message
+        by_msg = sorted(plain, key=lambda k: (items[k].msg, k))
+        msgs = [items[k].msg for k in by_msg]
     for c, it in candidates:
         if it.kind is summary and it.key in spans:
             span = spans[it.key]
@@ -112,6 +116,9 @@ def find_members(layout: Layout, choices: Sequence[Choice], sub: Substitution) -
                 lo, hi = bisect_left(msgs, span[0]), bisect_left(msgs, span[1])
                 sub.groups.append(sorted(by_msg[lo:hi]))
             names: tuple[int, ...] = (g,) if sub.groups[g] else ()
+        elif len(it.summary_of) == 1:
+            g = group_of.get(it.summary_of[0], -1)
+            names = (g,) if g >= 0 else ()
         else:
             names = tuple(sorted({group_of[n] for n in it.summary_of if n in group_of}))
         if names:
@@ -141,13 +148,17 @@ def settle(
         sub.grants = dict(zip(active, run(active), strict=True))
         sub.dropped.clear()  # what was dropped is the new grants' to say
         sub.firsts.clear()
+        sub.lost_of.clear()
         changed = False
         for c, host in hosted:
             if c in sub.grants and sub.grants.get(host, 0) == 0 and sub.grants[c] > 0:
                 sub.excluded.add(c)  # a block cannot outlive the tool group it sits in
                 changed = True
         for c, names in sub.members.items():
-            lost = any(sub.lost_in(g) for g in names)
+            if len(names) == 1:
+                lost = bool(sub.lost_in(names[0]))
+            else:
+                lost = any(sub.lost_in(g) for g in names)
             if lost != (c in sub.active):
                 (sub.active.add if lost else sub.active.discard)(c)
                 changed = True
