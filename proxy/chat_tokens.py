@@ -11,6 +11,7 @@ Counting (OpenAI's chat format; checked against published API counts in tests):
 - per request: 3 for reply priming (2 for o3/o4 models, as the API reports);
   `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.function_schema;
   legacy `functions` alone nest as they did: indented, nested descriptions dropped) + 9,
+  less 1 for `tools` with a property that has no description (render_functions says why),
   minus 4 when a system message is present, whose first one is padded with a newline;
   `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call`
   +4 + tokens(name); a `response_format` json_schema: tokens of its name and compact JSON
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from proxy.function_schema import format_functions, json_text
+from proxy.function_schema import json_text, render_functions
 from proxy.images import ImageRule, image_tokens
 from proxy.token_text import CountCache, HFText, TiktokenText
 from proxy.types import Alongside, Body, Message
@@ -245,7 +246,8 @@ class ChatTokenizer:
         only_legacy = not functions  # only legacy `functions`: nested parts render as they did
         functions += _dicts(body.get("functions"))
         if functions:
-            n += count(format_functions(functions, only_legacy)) + 9
+            rendered, less = render_functions(functions, only_legacy)
+            n += count(rendered) - less + 9
             system = next((m for m in _dicts(body.get("messages")) if _role(m) == "system"), None)
             if system is not None:
                 n -= 4
