@@ -51,6 +51,20 @@ class StreamTap:
 
     def feed(self, chunk: bytes) -> bytes:
         """The complete events in `chunk` (plus what was pending) that the client should get."""
+        if not self._buf and not self._cr and not self._skipping and b"\r" not in chunk:
+            # The usual case: nothing pending, LF events; whole events pass without a copy.
+            end = chunk.rfind(b"\n\n") + 2
+            if end == 1:  # no event ends in the chunk
+                end = 0
+            elif end == len(chunk):
+                return self._pass(chunk)
+            self._buf += chunk[end:]
+            self._scan = max(0, len(self._buf) - _LOOKBACK)
+            whole = self._pass(chunk[:end]) if end else b""
+            if len(self._buf) <= self._max_event:
+                return whole
+            self._skipping = True
+            return whole + self._release()
         buf = self._buf
         buf += chunk
         out: list[bytes] = []
