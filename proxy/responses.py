@@ -144,3 +144,11 @@ def error(exc: ProxyError, extra: Mapping[str, str] | None = None) -> Plain:
     if exc.status == 401:
         headers.append(("www-authenticate", 'Bearer realm="context-proxy"'))
     return plain(exc.status, headers, exc.body(), extra)
+
+
+async def internal_error(_request: object, _exc: Exception) -> Plain:
+    """Starlette's handler for an exception nothing else caught: a 500 in OpenAI's shape.
+
+    Neither the exception's text nor its type goes out: either could carry request data.
+    """
+    return error(ProxyError("The proxy failed to handle the request.", code="internal_error"))
