@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.testclient import TestClient
 
 from proxy.responses import internal_error
+from tests.conftest import serve
 
 
 async def boom(_request: Request) -> Response:
@@ -17,8 +18,8 @@ async def boom(_request: Request) -> Response:
 
 def test_uncaught_exception_is_an_openai_shaped_500() -> None:
     app = Starlette(routes=[Route("/", boom)], exception_handlers={Exception: internal_error})
-    with TestClient(app, raise_server_exceptions=False) as client:
-        answer = client.get("/")
+    with serve(app) as url:
+        answer = httpx.get(url + "/", timeout=5)
     assert answer.status_code == 500
     assert answer.headers["content-type"] == "application/json"
     assert answer.json()["error"] == {
