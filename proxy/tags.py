@@ -24,8 +24,9 @@ _MAX_PROBLEMS = 20  # per text: a crafted body must not make a plan of a million
 # A line starts where str.splitlines would start one; it opens a heading or a fence.
 # `\r\n` is one break: the `\n` after a `\r` cannot start a mark, so either may stand.
 _BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_MARK = re.compile(f"[{_BREAKS}]" + r"(?:(#{1,6}[ \t])|[ \t]{0,3}(?:```|~~~))")
-_EOL = re.compile(f"\r\n|[{_BREAKS}]")
+_MARK = re.compile(
+    f"[{_BREAKS}]" + r"(?:(#{1,6})[ \t]" + f"([^{_BREAKS}]*)" + r"|[ \t]{0,3}(?:```|~~~))"
+)
 
 __all__ = ["Block", "parse_attrs", "split_blocks", "split_headings"]
 
@@ -89,20 +90,6 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
     return pieces, problems
 
 
-def _heading(line: str) -> tuple[int, str] | None:
-    """Level and title of a markdown heading line, else None.
-
-    As the pattern `(#{1,6})[ \\t]+(.*?)[ \\t#]*\\r?\\n?$` reads it, without its backtracking
-    (the lazy title against the trailing run, retried at every space: 20 KB took 9 s)."""
-    depth = 0
-    while depth < len(line) and depth < 7 and line[depth] == "#":
-        depth += 1
-    if not 1 <= depth <= 6 or depth == len(line) or line[depth] not in " \t":
-        return None
-    title = line[depth:].lstrip(" \t").removesuffix("\n").removesuffix("\r")
-    return depth, title.rstrip(" \t#")
-
-
 def split_headings(text: str, headings: Mapping[str, Section]) -> list[tuple[Section | None, str]]:
     """Text cut at markdown headings; each piece with the section its heading names, else None.
 
@@ -116,23 +103,20 @@ def split_headings(text: str, headings: Mapping[str, Section]) -> list[tuple[Sec
     level = 0
     start = 0
     fenced = False
-    # Only lines that open a heading or a fence are looked at (a Python step per line of a
-    # long text costs more than the whole plan); the rest are passed over by the pattern.
-    first = _MARK.match("\n" + text[:10])  # the first line, as if a line ended before it
-    marks = [(0, first.group(1))] if first is not None else []
-    # A break, then a mark: the pattern starts with a class, which the engine skips to fast.
-    marks.extend((m.start() + 1, m.group(1)) for m in _MARK.finditer(text))
-    for pos, heading in marks:
-        if heading is None:
+    # Only lines that open a heading or a fence are looked at, found by one pattern that
+    # starts with a class the engine skips to fast (a Python step per line costs more).
+    for m in _MARK.finditer("\n" + text):  # the first line as if a line ended before it
+        hashes = m.group(1)
+        if hashes is None:
             fenced = not fenced
             continue
         if fenced:
             continue
-        eol = _EOL.search(text, pos)
-        found = _heading(text[pos : eol.end() if eol is not None else len(text)])
-        if found is None:
-            continue
-        depth, title = found
+        pos, depth, title = m.start(), len(hashes), m.group(2).lstrip(" \t")
+        # `(.*?)[ \t#]*\r?\n?$`: a trailing run of spaces and # goes, unless another break
+        # (\x0b, \u2028, ...) ends the line: the title keeps it, and what stands before it.
+        if m.end() > len(text) or text[m.end() - 1] in "\r\n":
+            title = title.rstrip(" \t#")
         section = headings.get(title.strip().rstrip(":").strip().lower())
         if section is not None or (current is not None and depth <= level):
             if pos > start:
