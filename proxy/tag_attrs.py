@@ -12,24 +12,21 @@ from __future__ import annotations
 
 import re
 
-_NAME_VALUE = re.compile(
-    r"""([A-Za-z_][\w-]*+)(?:\s*+=\s*+(?:"([^"]*+)"|'([^']*+)'|([^\s"'>]++)))?"""
-)
+_NAME = r"[A-Za-z_][\w-]*+"
+_PAIR = rf"""({_NAME})\s*+=\s*+(?:"([^"]*+)"|'([^']*+)'|([^\s"'>]++))"""
+_PAIR_OR_WORD = re.compile(rf"{_PAIR}|(?P<word>{_NAME})")
+_ONLY_PAIRS = re.compile(rf"\s*+(?:{_PAIR}\s*+)*+")  # each step has one way to go: no retries
 
 
 def parse_attrs(source: str) -> tuple[dict[str, str], list[str]]:
     """The attributes (first of each name wins, names lowercased) and the problems found."""
     attrs: dict[str, str] = {}
-    rest: list[str] = []
-    gap = 0
-    for m in _NAME_VALUE.finditer(source):
-        name, double, single, bare = m.groups()
-        value = double if double is not None else single if single is not None else bare
-        if value is None:
-            continue  # a name alone is unreadable text, left in the gaps
-        attrs.setdefault(name.lower(), value)
-        rest.append(source[gap : m.start()])
-        gap = m.end()
-    rest.append(source[gap:])
-    left = "".join(rest).strip()
+    for name, double, single, bare, _ in _PAIR_OR_WORD.findall(source):
+        if name:  # a pair; an empty value is an empty quoted one (a bare one is never empty)
+            attrs.setdefault(name.lower(), double or single or bare)
+    # What no pair covers is unreadable: pairs removed, lone names kept (an unmatched group
+    # is replaced by nothing), from where the run of pairs that opens the text ends.
+    run = _ONLY_PAIRS.match(source)
+    end = run.end() if run is not None else 0
+    left = _PAIR_OR_WORD.sub(r"\g<word>", source[end:]).strip() if end < len(source) else ""
     return attrs, ([f"unreadable text in a <context> tag: {left[:40]!r}"] if left else [])
