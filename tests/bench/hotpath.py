@@ -78,6 +78,9 @@ PROXY_STEPS = [
     ("Relayed.__init__ (proxy/responses.py)", "response headers build"),
     ("summarize_later", "summaries scheduling"),
     ("chat_completions", "handler (own lines)"),
+    # Run from the event loop, outside the handler: the writer thread's wake-up (a futex).
+    ("Event.set (threading.py)", "usage writer wake-up (Event.set)"),
+    ("LimitedProtocol", "connection limits: head timer"),
 ]
 # Only when no proxy step matched: the relay's equivalents of the proxy's upstream steps.
 RELAY_STEPS = [

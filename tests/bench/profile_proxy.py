@@ -118,7 +118,10 @@ def record(args: argparse.Namespace, server: Server, raw: Path) -> dict[str, Any
     before, main_before = server.cpu(), thread_cpu(server.pid)
     load.start()
     cmd = [py_spy, "record", "--pid", str(server.pid), "--duration", str(int(args.seconds))]
-    cmd += ["--rate", "250", "--format", "raw", "--nonblocking", "--threads"]
+    cmd += ["--rate", "250", "--format", "raw", "--threads"]
+    # --native shows C frames (the garbage collector, orjson, uvloop); it must pause the
+    # process to unwind them, so it costs the server more than the default.
+    cmd += ["--native"] if args.native else ["--nonblocking"]
     subprocess.run([*cmd, "--output", str(raw)], check=True, capture_output=True)
     load.join()
     requests = max(result.get("requests", 0), 1)
@@ -137,6 +140,7 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--big", action="store_true", help="the 600-message next turn")
     parser.add_argument("--relay", action="store_true", help="profile relay.py instead")
+    parser.add_argument("--native", action="store_true", help="C frames too (py-spy --native)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--top", type=int, default=35)
