@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 import proxy.planner as planner_module
 from proxy.clusters import Substitution
+from proxy.dedupe import dedupe
 from proxy.planning import plan_request
 from proxy.policy import DEFAULT_HEADINGS, ModelPolicy, Policy
+from proxy.sections import build_layout
 from proxy.tag_attrs import parse_attrs
 from proxy.tags import Block, split_blocks, split_headings
 from proxy.tokens import TokenCounter
@@ -301,3 +303,52 @@ def test_clusters_each_with_a_summary_settle_fast() -> None:
     took, sub = _settle_seconds(_clusters(4000, shared=False), 20000)
     assert took < 0.5
     assert len(sub.members) == 4000
+
+
+# --- the whole plan, and dedupe --------------------------------------------------------------
+
+
+def test_a_hostile_1mb_request_plans_in_well_under_two_seconds() -> None:
+    policy = Policy(models={"gpt-4o": ModelPolicy(context_window=400_000)})
+    tokenizer = TokenCounter().for_model("gpt-4o", policy)
+    forwarded = {  # a block's tags removed (its bad attributes reported); the rest as written
+        "attribute name without =": "x",
+        "unbalanced openers": HOSTILE_BLOCKS["unbalanced openers"][: -len("<context></context>")],
+        "self-closing": HOSTILE_BLOCKS["self-closing"],
+    }
+    for name, want in forwarded.items():
+        text = HOSTILE_BLOCKS[name]
+        body = {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "rules"},
+                {"role": "user", "content": text},
+                {"role": "user", "content": "q"},
+            ],
+        }
+        start = time.perf_counter()
+        outcome = plan_request(body, policy, tokenizer, 400_000)
+        assert time.perf_counter() - start < 2.0, name
+        assert outcome.body["messages"][1]["content"] == want, name
+
+
+def test_summary_lines_against_memory_stay_linear() -> None:
+    lines = "\n".join(f"- {'1' * 50}{i} fact" for i in range(1000))
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": lines, "x_context": {"section": "memory"}}
+    ]
+    messages += [
+        {
+            "role": "user",
+            "content": f"{lines[:600]}\nnew {i}",
+            "x_context": {"section": "conversation_summary"},
+        }
+        for i in range(1600)
+    ]  # ~1 MB of summaries, every one repeating lines memory holds
+    messages.append({"role": "user", "content": "q"})
+    layout = build_layout(messages, Policy())
+    optional = [it.key for it in layout.items if not it.required]
+    took = seconds(lambda: dedupe(layout, optional), 1)
+    found = dedupe(layout, optional)
+    assert took < 1.0
+    assert len(found.rewritten) == 1600
