@@ -7,7 +7,7 @@ message would otherwise hold the event loop (and every other request) for second
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,31 +49,28 @@ def split_blocks(text: str) -> tuple[list[str | Block], list[str]]:
     if "<" not in text or "<context" not in text:  # one character is found much faster
         return [text], []
     starts = [m.start() for m in _OPEN.finditer(text)]  # ints: no objects kept per tag
-    closing = [m.start() for m in _SELF.finditer(text)]  # the same tags, self-closing ones
-    selfs = set(closing)
+    selfs = {m.start() for m in _SELF.finditer(text)}  # the same tags, self-closing ones
+    plain = [p for p in starts if p not in selfs] if selfs else starts  # all the others
     pieces: list[str | Block] = []
     problems: list[str] = []
     pos = more = i = 0
     while i < len(starts):
         close = text.find(_CLOSE, text.index(">", starts[i]) + 1)
+        lo = bisect_left(plain, starts[i])
         if close < 0:
-            first = next((k for k in range(i, len(starts)) if starts[k] not in selfs), None)
-            if first is not None:
-                problems.append(f"unclosed <context> at character {starts[first]}: kept as text")
+            if lo < len(plain):
+                problems.append(f"unclosed <context> at character {plain[lo]}: kept as text")
             break
         # Openers i..last come before this close: only the last can be its block; every
         # other one (not self-closing) has the next opener before its close: kept as text.
         last = bisect_left(starts, close, i + 1) - 1
-        for k in range(i, last):
-            if starts[k] in selfs:
-                continue
-            if len(problems) >= _MAX_PROBLEMS:  # the rest only counted, not each looked at
-                between = bisect_right(closing, starts[last - 1]) - bisect_left(closing, starts[k])
-                more += last - k - between
-                break
-            problems.append(
-                f"<context> at character {starts[k]} has no matching close: kept as text"
-            )
+        hi = bisect_left(plain, starts[last])
+        room = max(0, min(hi, lo + _MAX_PROBLEMS - len(problems)))  # the rest only counted
+        problems.extend(
+            f"<context> at character {p} has no matching close: kept as text"
+            for p in plain[lo:room]
+        )
+        more += hi - max(lo, room)
         if starts[last] not in selfs:
             m = _OPEN.match(text, starts[last])
             assert m is not None  # found there by the same pattern

@@ -151,7 +151,10 @@ def test_blocks_read_as_the_old_patterns_did(text: str) -> None:
     got, problems = split_blocks(text)
     want, want_problems = ref_blocks(text)
     assert got == want
-    assert problems == want_problems  # short text: under the cap on problems
+    if len(want_problems) <= 20:
+        assert problems == want_problems
+    else:  # past the cap, the rest are counted in one line
+        assert problems[:20] == want_problems[:20] and problems[-1].endswith("kept as text")
 
 
 @settings(max_examples=600, deadline=None)
