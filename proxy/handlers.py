@@ -23,7 +23,7 @@ from proxy.chat_guards import checked_model, internal_error
 from proxy.disconnect import ClientGone, cancel_on_disconnect
 from proxy.errors import ProxyError, QuotaExceeded, UpstreamUnreachable
 from proxy.exchange import Exchange, estimate_completion
-from proxy.plan_step import plan, tag_marks, tokenizer_for
+from proxy.plan_step import off_loop, plan, plan_in_thread, tag_marks, tokenizer_for
 from proxy.planning import PlanOutcome
 from proxy.policy import Policy
 from proxy.refusal import Refused
@@ -259,6 +259,7 @@ async def context_plan(request: Request) -> Response:
         ex.model = checked_model(body)
         tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, body)
+        tags = tag_marks(raw)
         ex.outcome = outcome = await plan(
             services,
             policy,
@@ -268,9 +269,12 @@ async def context_plan(request: Request) -> Response:
             cached,
             ex.request_id,
             fail_open=False,
-            tags=tag_marks(raw),
+            tags=tags,
         )
-        answer = orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
+        if plan_in_thread(body, tokenizer, len(raw), tags):  # a big plan: a big report too
+            answer = await off_loop(services, plan_answer, outcome)
+        else:
+            answer = plan_answer(outcome)
     except ProxyError as exc:
         if isinstance(exc, Refused):
             ex.outcome = exc.outcome
@@ -282,3 +286,8 @@ async def context_plan(request: Request) -> Response:
     )
     response.keep = (raw, body, outcome)  # freed once the answer is out
     return response
+
+
+def plan_answer(outcome: PlanOutcome) -> bytes:
+    """The plan endpoint's body: the rewritten request and its report."""
+    return orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})

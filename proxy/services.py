@@ -45,6 +45,7 @@ class Services:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
+    plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy import usage_writer
 from proxy.policy import ThresholdPolicy
 from proxy.types import Level
 from proxy.usage import ThresholdWatch, UsageLog, UsageRecord, iter_records, level_for
@@ -247,7 +246,7 @@ async def test_a_failing_write_is_counted_retried_and_the_writer_goes_on(
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(usage_writer.os, "write", flaky)
+    monkeypatch.setattr("proxy.usage_writer.os.write", flaky)
     log.write(record(1))
     while log.write_failures == 0:
         await asyncio.sleep(0.01)
