@@ -241,11 +241,7 @@ class Planner:
         rewritten: dict[int, tuple[str, str]],
         decisions: dict[int, Decision],
     ) -> None:
-        placed: dict[int, int] = {}  # member item -> summary item that stands in for it
-        for c in sub.active:
-            if sub.grants.get(c, 0) > 0:
-                for k in sub.lost(c):
-                    placed.setdefault(k, choices[c].items[0])
+        placed = sub.stand_ins(choices)  # member item -> summary item that stands in for it
         grants, members, cost, items = sub.grants, sub.members, self.cost, self.items
         keep, drop = Action.KEEP, Action.DROP
         # Decisions are never changed once made: equal ones are shared (one per cost kept,
@@ -295,7 +291,7 @@ class Planner:
             return Decision(Action.DROP, OVER_BUDGET[item.priority])
         if c in sub.active:
             lost = sub.lost(c)
-            anchor = min(self.items[k].msg for k in lost) if item.kind is not Kind.BLOCK else None
+            anchor = sub.anchor(c, self.items) if item.kind is not Kind.BLOCK else None
             return Decision(
                 Action.SUMMARY_INSERTED,
                 f"stands in for {len(lost)} dropped item(s)",
