@@ -80,7 +80,8 @@ PROXY_STEPS = [
     ("chat_completions", "handler (own lines)"),
     # Run from the event loop, outside the handler: the writer thread's wake-up (a futex).
     ("Event.set (threading.py)", "usage writer wake-up (Event.set)"),
-    ("LimitedProtocol", "connection limits: head timer"),
+    ("_start_head_timer", "connection limits: head timer"),
+    ("_stop_head_timer", "connection limits: head timer"),
 ]
 # Only when no proxy step matched: the relay's equivalents of the proxy's upstream steps.
 RELAY_STEPS = [
