@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,35 @@ class CountCache:
 _JOINED_FROM = 8
 _EOT = "<|endoftext|>"
 
+# tiktoken's pre-tokenizer (fancy-regex) overflows its stack, and panics, on a run of
+# whitespace somewhere under a million characters long: longer texts are encoded in pieces.
+_PIECE_CHARS = 100_000
+# A space between two ASCII letters: both regexes (cl100k, o200k) end a piece before it and
+# start the next with it (" word"), so encoding on both sides of it gives the same tokens.
+_EXACT_CUT = re.compile(r"(?<=[A-Za-z]) (?=[A-Za-z])")
+
+
+# What a cut inside a piece may save against encoding it whole (BPE merges across the
+# cut): added back per such cut, so that a hostile text is counted over, never under.
+_CUT_MARGIN = 2
+
+
+def pieces(text: str) -> tuple[list[str], int]:
+    """`text` cut into pieces of about _PIECE_CHARS, at exact cuts where there are any, and
+    how many cuts are not exact: a text with none for that long (a hostile run of spaces)
+    is cut where it stands."""
+    out: list[str] = []
+    start, n, inexact = 0, len(text), 0
+    while n - start > _PIECE_CHARS:
+        found = _EXACT_CUT.search(text, start + _PIECE_CHARS // 2, start + _PIECE_CHARS)
+        if found is None:
+            inexact += 1
+        end = found.start() if found else start + _PIECE_CHARS
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out, inexact
+
 
 class TiktokenText:
     """Text counting with a tiktoken encoding (special tokens are plain text, as in prompts)."""
@@ -124,6 +154,12 @@ class TiktokenText:
         self._specials: dict[str, int] = dict(encoding._special_tokens)
 
     def count(self, text: str) -> int:
+        if len(text) > _PIECE_CHARS:
+            cut, inexact = pieces(text)
+            return sum(self._count(piece) for piece in cut) + inexact * _CUT_MARGIN
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         if self._buffer is not None:
             try:
                 return np.frombuffer(self._buffer(text, set()), np.uint32).size
@@ -140,7 +176,12 @@ class TiktokenText:
         instead of hundreds, and one that runs free of the GIL, so that the caller's
         thread can do other work meanwhile (chat_tokens.ChatTokenizer.count_messages).
         """
-        if len(texts) < _JOINED_FROM or self._buffer is None or _EOT not in self._specials:
+        if (
+            len(texts) < _JOINED_FROM
+            or self._buffer is None
+            or _EOT not in self._specials
+            or any(len(text) > _PIECE_CHARS for text in texts)
+        ):
             return [self.count(text) for text in texts]
         try:
             tokens = np.frombuffer(self._buffer(_EOT.join(texts) + _EOT, {_EOT}), np.uint32)
@@ -153,7 +194,7 @@ class TiktokenText:
         return counts
 
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
-        tokens = self._enc.encode_ordinary(text)
+        tokens = [t for piece in pieces(text)[0] for t in self._enc.encode_ordinary(piece)]
         decode = self._enc.decode_bytes
         # A cut inside a multi-byte character keeps only the whole characters before it.
         return len(tokens), lambda k: decode(tokens[:k]).decode("utf-8", errors="ignore")
