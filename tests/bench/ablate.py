@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import aiohttp
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -36,6 +38,7 @@ from proxy.metrics import Metrics  # noqa: E402
 from proxy.quotas import QuotaBook, QuotaStatus  # noqa: E402
 from proxy.settings import Settings  # noqa: E402
 from proxy.types import Level  # noqa: E402
+from proxy.upstream import Timeouts, Upstream, UpstreamResponse  # noqa: E402
 from proxy.usage_writer import UsageLog  # noqa: E402
 
 WAKE_AFTER_S = 0.05
@@ -58,6 +61,43 @@ async def _no_watch(request: Any) -> AsyncIterator[DisconnectWatch]:
     yield DisconnectWatch()
 
 
+async def _lean_send_once(
+    self: Upstream,
+    method: str,
+    url: Any,
+    headers: list[tuple[str, str]],
+    body: Any,
+    timeouts: Timeouts,
+    streaming: bool,
+) -> UpstreamResponse:
+    """Recommendation 5: a plain dict of headers, no per-read timer for plain answers (one
+    ClientTimeout per setting, as now); the error mapping is left out (none happens here)."""
+    key = ("lean", timeouts, streaming)
+    timeout = self._timeouts.get(key)  # type: ignore[call-overload]
+    if timeout is None:
+        read = timeouts.total_s if streaming else None
+        timeout = aiohttp.ClientTimeout(
+            total=None if streaming else timeouts.total_s,
+            sock_connect=timeouts.connect_s,
+            sock_read=read,
+        )
+        self._timeouts[key] = timeout  # type: ignore[index]
+    response = await self._session.request(
+        method, url, headers=dict(headers), data=body, timeout=timeout, allow_redirects=False
+    )
+    return UpstreamResponse(response, self._max_answer_bytes)
+
+
+async def _lean_read(self: UpstreamResponse) -> bytes:
+    """Recommendation 5: one read() when the declared length is under the cap."""
+    declared = self._response.content_length
+    if declared is not None and declared <= self._max_answer_bytes:
+        async with self._response:
+            return await self._response.read()
+    return await _READ(self)
+
+
+_READ = UpstreamResponse.read
 _NO_QUOTA = QuotaStatus(0, None, Level.NORMAL, False, None)
 
 # name -> (what it stands for, the patches)
@@ -80,6 +120,13 @@ VARIANTS: dict[str, tuple[str, Callable[[], list[Any]]]] = {
     "disconnect": (
         "no disconnect listener task (upper bound of arming it late)",
         lambda: [mock.patch.object(handlers, "cancel_on_disconnect", _no_watch)],
+    ),
+    "upstream": (
+        "upstream call: dict headers, no sock_read timer for plain, read() when length known",
+        lambda: [
+            mock.patch.object(Upstream, "_send_once", _lean_send_once),
+            mock.patch.object(UpstreamResponse, "read", _lean_read),
+        ],
     ),
     "usage_row": (
         "no usage row written at all (upper bound: record, JSON, hand-off, wake)",
