@@ -73,7 +73,7 @@ async def _lean_send_once(
     """Recommendation 5: a plain dict of headers, no per-read timer for plain answers (one
     ClientTimeout per setting, as now); the error mapping is left out (none happens here)."""
     key = ("lean", timeouts, streaming)
-    timeout = self._timeouts.get(key)  # type: ignore[call-overload]
+    timeout = self._timeouts.get(key)  # type: ignore[arg-type]
     if timeout is None:
         read = timeouts.total_s if streaming else None
         timeout = aiohttp.ClientTimeout(
@@ -170,7 +170,7 @@ def main() -> None:
             def run(variant: list[str]) -> float:
                 with patched(variant):
                     app = create_app(Settings.from_env(env))
-                    return uvloop.run(measure(app, body, args.requests, None))
+                    return float(uvloop.run(measure(app, body, args.requests, None)))
 
             variants = [[]] + [[n] for n in names] + ([names] if len(names) > 1 else [])
             spent: dict[int, list[float]] = {i: [] for i in range(len(variants))}
