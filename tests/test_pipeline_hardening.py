@@ -82,9 +82,12 @@ def test_completion_estimate_counts_a_bounded_prefix() -> None:
 
 
 def test_an_answer_without_usage_is_estimated_quickly(
-    proxy: RunningProxy, upstream: FakeUpstream
+    proxy: RunningProxy, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    upstream.reply_text = "".join(random.Random(7).choices("ab\u00e9\u4e2d ", k=3_000_000))
+    # Through monkeypatch: the session's fake upstream does not reset its reply text.
+    monkeypatch.setattr(
+        upstream, "reply_text", "".join(random.Random(7).choices("ab\u00e9\u4e2d ", k=3_000_000))
+    )
     started = time.monotonic()
     r = httpx.post(
         proxy.url + "/v1/chat/completions",
