@@ -80,7 +80,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/{rest:path}", forward, methods=ALL_METHODS),
     ]
     return Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error}
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error, Exception: responses.internal_error},
     )
 
 

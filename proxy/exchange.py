@@ -30,15 +30,17 @@ EXACT_CHARS = 32_768
 MAX_CHARS_PER_TOKEN = 4.0
 
 
-def estimate_completion(tokenizer: Tokenizer, text: str) -> int:
-    """Tokens in `text`: exact up to EXACT_CHARS, then extrapolated (bounded time)."""
-    if len(text) <= EXACT_CHARS:
+def estimate_completion(tokenizer: Tokenizer, text: str, chars_beyond: int = 0) -> int:
+    """Tokens in `text` and `chars_beyond` more characters the stream tap did not keep:
+    exact up to EXACT_CHARS, then extrapolated (bounded time)."""
+    if len(text) <= EXACT_CHARS and not chars_beyond:
         return tokenizer.count_text(text)
-    head = tokenizer.count_text(text[:EXACT_CHARS])
+    head_text = text[:EXACT_CHARS]
+    head = tokenizer.count_text(head_text)
     # The rest at the head's rate, but at least a token per 4 characters: a head of
     # friendly text must not let hostile text after it be charged as almost nothing.
-    rate = max(head / EXACT_CHARS, 1 / MAX_CHARS_PER_TOKEN)
-    return head + math.ceil((len(text) - EXACT_CHARS) * rate)
+    rate = max(head / len(head_text) if head_text else 0.0, 1 / MAX_CHARS_PER_TOKEN)
+    return head + math.ceil((len(text) - len(head_text) + chars_beyond) * rate)
 
 
 def new_request_id() -> str:

@@ -238,7 +238,9 @@ async def relay_stream(
         ex.upstream_ended = time.perf_counter()
         ex.take_usage(tap.usage)
         if not ex.usage_from_upstream:
-            ex.estimated_completion = estimate_completion(tokenizer, tap.text())
+            text = tap.text()
+            beyond = tap.estimated_chars_beyond(text)  # a long stream keeps only its start
+            ex.estimated_completion = estimate_completion(tokenizer, text, beyond)
         ex.finish(services, status, error)
 
 

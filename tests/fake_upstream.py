@@ -54,6 +54,7 @@ class FakeUpstream:
 
     def reset(self) -> None:
         self.mode, self.requests, self.delay_s, self.status = "ok", [], 0.0, 200
+        self.reply_text = "Hello from the fake upstream."
         self.summary_reply, self.summary_status = "SUMMARY-FROM-FAKE", 200
         self.summary_active = self.summary_peak = 0
         self.summary_gate.set()
