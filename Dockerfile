@@ -13,7 +13,7 @@ COPY pyproject.toml README.md LICENSE ./
 COPY proxy ./proxy
 RUN pip install . \
     # Fail the build if the encodings are not readable offline.
-    && python -c "from proxy.tokens import TokenCounter; from proxy.policy import Policy; \
+    && python -c "from proxy.tokens.counter import TokenCounter; from proxy.policy.model import Policy; \
 t = TokenCounter(); print(t.for_model('gpt-4o', Policy()).count_text('ok'), t.for_model('gpt-4', Policy()).count_text('ok'))" \
     && useradd --system --uid 10001 --home /var/lib/context-proxy proxy \
     && mkdir -p /etc/context-proxy /var/lib/context-proxy \

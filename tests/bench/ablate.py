@@ -32,14 +32,14 @@ from loadgen import chat_body  # noqa: E402
 from overhead import fake_upstream  # noqa: E402
 
 from proxy import handlers  # noqa: E402
-from proxy.app import create_app  # noqa: E402
-from proxy.disconnect import DisconnectWatch  # noqa: E402
-from proxy.metrics import Metrics  # noqa: E402
-from proxy.quotas import QuotaBook, QuotaStatus  # noqa: E402
-from proxy.settings import Settings  # noqa: E402
+from proxy.server.app import create_app  # noqa: E402
+from proxy.server.disconnect import DisconnectWatch  # noqa: E402
+from proxy.server.settings import Settings  # noqa: E402
 from proxy.types import Level  # noqa: E402
-from proxy.upstream import Timeouts, Upstream, UpstreamResponse  # noqa: E402
-from proxy.usage_writer import UsageLog  # noqa: E402
+from proxy.upstream.client import Timeouts, Upstream, UpstreamResponse  # noqa: E402
+from proxy.usage.metrics import Metrics  # noqa: E402
+from proxy.usage.quotas import QuotaBook, QuotaStatus  # noqa: E402
+from proxy.usage.writer import UsageLog  # noqa: E402
 
 WAKE_AFTER_S = 0.05
 

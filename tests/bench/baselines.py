@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.relevance import expand_neighbors, score_history
+from proxy.relevance.scoring import expand_neighbors, score_history
 
 
 def keep_newest(costs: Sequence[int], fixed: int, budget: int) -> list[int]:

@@ -114,8 +114,8 @@ def load(path: Path) -> tuple[list[Conversation], list[Case], int]:
 def tokenizer() -> Any:
     """The project's counter when it exists, else tiktoken's o200k with OpenAI's rule."""
     try:
-        from proxy.policy import Policy
-        from proxy.tokens import TokenCounter
+        from proxy.policy.model import Policy
+        from proxy.tokens.counter import TokenCounter
 
         return TokenCounter().for_model(MODEL, Policy())
     except ImportError:
@@ -192,10 +192,10 @@ def make_methods(
 
 
 def planner_method(tok: Any, system: dict[str, Any]) -> Callable[[str], Method] | None:
-    """Our planner, if proxy.planning exists yet."""
+    """Our planner, if proxy.planner.request exists yet."""
     try:
-        from proxy.planning import plan_request
-        from proxy.policy import BudgetPolicy, HistoryPolicy, ModelPolicy, Policy
+        from proxy.planner.request import plan_request
+        from proxy.policy.model import BudgetPolicy, HistoryPolicy, ModelPolicy, Policy
     except ImportError:
         return None
 
@@ -231,9 +231,9 @@ def summary_methods(
 ) -> dict[str, Method]:
     """The planner (bm25) with proxy summaries of every older span on offer; fills `covers`."""
     try:
-        from proxy.planning import SUMMARY_PREFIX, ExtraSummary, plan_request
-        from proxy.policy import BudgetPolicy, ModelPolicy, Policy, SummaryPolicy
-        from proxy.summary_spans import chunk_spans, settings_tag
+        from proxy.planner.request import SUMMARY_PREFIX, ExtraSummary, plan_request
+        from proxy.policy.model import BudgetPolicy, ModelPolicy, Policy, SummaryPolicy
+        from proxy.summaries.spans import chunk_spans, settings_tag
     except ImportError:
         return {}
     chunk = SummaryPolicy().chunk_turns

@@ -16,10 +16,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.planning import plan_request
-from proxy.policy import HistoryPolicy, Policy
-from proxy.relevance import TermIndex
-from proxy.tokens import TokenCounter
+from proxy.planner.request import plan_request
+from proxy.policy.model import HistoryPolicy, Policy
+from proxy.relevance.scoring import TermIndex
+from proxy.tokens.counter import TokenCounter
 
 WORDS = [
     "the",

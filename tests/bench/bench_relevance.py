@@ -23,7 +23,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from proxy.relevance import TermIndex, score_history  # noqa: E402
+from proxy.relevance.scoring import TermIndex, score_history  # noqa: E402
 
 DEFAULT_PATH = ROOT / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 QUERY = "When did Caroline go to the LGBTQ support group, and what did she paint?"

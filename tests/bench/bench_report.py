@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.quotas import QuotaBook
-from proxy.report import parse_since, report_main
+from proxy.report.totals import parse_since, report_main
 from proxy.types import Level
-from proxy.usage import UsageLog, UsageRecord
+from proxy.usage.ledger import UsageLog, UsageRecord
+from proxy.usage.quotas import QuotaBook
 
 TEAMS = [f"team-{i}" for i in range(12)]
 MODELS = [f"model-{i}" for i in range(40)]

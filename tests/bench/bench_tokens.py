@@ -19,9 +19,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.policy import Policy
-from proxy.token_text import load_encoding
-from proxy.tokens import TokenCounter
+from proxy.policy.model import Policy
+from proxy.tokens.counter import TokenCounter
+from proxy.tokens.text import load_encoding
 
 MESSAGES = 600
 TARGET_TOKENS = 128_000

@@ -3,7 +3,7 @@
 Run: /work/venv/bin/python tests/bench/bench_trim.py [--repeats 5] [--no-http]
 
 The conversation is bench_tokens.py's (gpt-4o, o200k tokens; the default policy's budget
-is 0.8 x 128k, so about a fifth must go). In process, through proxy.planning.plan_request:
+is 0.8 x 128k, so about a fifth must go). In process, through proxy.planner.request.plan_request:
 one raw tiktoken pass over all the text (the yardstick), the cold plan (a fresh
 TokenCounter, nothing cached), and the next turn (the same history re-parsed from JSON
 plus an answer and a new question, the counter warm), each also with the JSON parse and
@@ -35,13 +35,13 @@ from bench_tokens import conversation, message, words  # noqa: E402
 from overhead import context_proxy, fake_upstream  # noqa: E402
 from procs import machine, post  # noqa: E402
 
-from proxy.app import tune_gc  # noqa: E402
-from proxy.planning import plan_request  # noqa: E402
-from proxy.policy import HistoryPolicy, Policy  # noqa: E402
-from proxy.relevance import TermIndex  # noqa: E402
-from proxy.token_text import load_encoding  # noqa: E402
-from proxy.tokens import TokenCounter  # noqa: E402
-from proxy.windows import ContextWindows  # noqa: E402
+from proxy.planner.request import plan_request  # noqa: E402
+from proxy.policy.model import HistoryPolicy, Policy  # noqa: E402
+from proxy.relevance.scoring import TermIndex  # noqa: E402
+from proxy.server.app import tune_gc  # noqa: E402
+from proxy.tokens.counter import TokenCounter  # noqa: E402
+from proxy.tokens.text import load_encoding  # noqa: E402
+from proxy.tokens.windows import ContextWindows  # noqa: E402
 
 MODEL = "gpt-4o"
 RESULTS = HERE / "results" / "trim.json"

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from proxy.exchange import new_request_id
-from proxy.metrics import Metrics
-from proxy.policy import QuotaPolicy, ThresholdPolicy
-from proxy.quotas import QuotaBook
-from proxy.usage import UsageRecord, utc_now_iso
+from proxy.policy.model import QuotaPolicy, ThresholdPolicy
+from proxy.server.exchange import new_request_id
+from proxy.usage.ledger import UsageRecord, utc_now_iso
+from proxy.usage.metrics import Metrics
+from proxy.usage.quotas import QuotaBook
 
 
 def per_call_us(fn: Callable[[], object], number: int) -> float:

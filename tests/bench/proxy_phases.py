@@ -57,11 +57,11 @@ def serve_timed(out: Path, argv: list[str]) -> int:
     """`python -m proxy serve ...` with timers; writes one JSON row per request at exit."""
     import atexit
 
-    import proxy.app as app_mod
-    import proxy.handlers as h
-    import proxy.plan_step as ps
-    from proxy.cli import main as cli_main
-    from proxy.upstream import Upstream, UpstreamResponse
+    import proxy.server.app as app_mod
+    import proxy.server.chat as h
+    import proxy.server.plan_step as ps
+    from proxy.cli.main import main as cli_main
+    from proxy.upstream.client import Upstream, UpstreamResponse
 
     rows: list[dict[str, float]] = []
     cur: dict[str, float] = {}

@@ -4,7 +4,7 @@ Run: /work/venv/bin/python tests/bench/upstream_micro.py [--requests 3000]
 
 The profile puts the proxy's upstream call at 1.5-2.5x the relay's. Here the same small
 body goes to the fast fake upstream, one request at a time, through (a) the relay's code
-(`session.post` with two headers, `read()`), (b) proxy.upstream.Upstream as the handler
+(`session.post` with two headers, `read()`), (b) proxy.upstream.client.Upstream as the handler
 uses it (send + read), and (c) variants of (a) with one of Upstream's settings each, so
 the setting that costs can be named. CPU per request is this process's (time.process_time);
 the fake upstream runs in its own process.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from loadgen import chat_body  # noqa: E402
 from overhead import fake_upstream  # noqa: E402
 
-from proxy.upstream import Timeouts, Upstream  # noqa: E402
+from proxy.upstream.client import Timeouts, Upstream  # noqa: E402
 
 HEADERS = [("authorization", "Bearer sk-bench"), ("content-type", "application/json")]
 

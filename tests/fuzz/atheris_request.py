@@ -18,11 +18,11 @@ with atheris.instrument_imports():
     import orjson
 
     from proxy.errors import ProxyError
-    from proxy.planning import plan_request
-    from proxy.policy import ModelPolicy, Policy
-    from proxy.relevance import TermIndex
-    from proxy.request_body import parse_chat_body
-    from proxy.tokens import TokenCounter
+    from proxy.planner.request import plan_request
+    from proxy.policy.model import ModelPolicy, Policy
+    from proxy.relevance.scoring import TermIndex
+    from proxy.server.request_body import parse_chat_body
+    from proxy.tokens.counter import TokenCounter
 
 POLICY = Policy(models={"gpt-4o": ModelPolicy(context_window=400)})
 COUNTER = TokenCounter()

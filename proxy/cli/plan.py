@@ -1,0 +1,77 @@
+"""`context-proxy plan`: run the server's pipeline on a body and explain it, forwarding nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import orjson
+
+from proxy.cli.plan_view import render_plan
+from proxy.errors import ProxyError
+from proxy.planner import plan_request
+from proxy.policy import PolicyError, load_policy_dir
+from proxy.server import parse_chat_body
+from proxy.tokens import ContextWindows, TokenCounter
+from proxy.usage import level_for
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from proxy.cli.serve_report import missing_folder
+
+    folder = args.policies or os.environ.get("CONTEXT_PROXY_POLICIES") or "./policies"
+    problem = missing_folder(
+        folder, bool(args.policies or os.environ.get("CONTEXT_PROXY_POLICIES"))
+    )
+    if problem:
+        print(f"context-proxy plan: {problem}", file=sys.stderr)
+        return 1
+    try:
+        policies = load_policy_dir(folder)
+    except PolicyError as exc:
+        print("\n".join(exc.problems), file=sys.stderr)
+        return 1
+    policy = policies.by_team(args.team) if args.team else policies.default
+    if args.team and policy.team != args.team:
+        print(f"context-proxy plan: no policy for team {args.team!r}", file=sys.stderr)
+        return 1
+    try:
+        raw = sys.stdin.buffer.read() if args.request == "-" else Path(args.request).read_bytes()
+    except OSError as exc:
+        print(f"context-proxy plan: cannot read {args.request}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        body = parse_chat_body(raw)
+        tokenizer = TokenCounter().for_model(body["model"], policy)
+        window = ContextWindows().lookup(body["model"], policy)
+        outcome = plan_request(body, policy, tokenizer, window)
+    except ProxyError as exc:
+        if args.json:
+            sys.stdout.buffer.write(exc.body() + b"\n")
+        else:
+            print(f"{exc.status} {exc.code or exc.type}: {exc.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        answer = {"request": outcome.body, "report": outcome.report.to_json()}
+        sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2) + b"\n")
+        return 0
+    level = level_for(
+        outcome.tokens_before / outcome.budget if outcome.budget else None, policy.thresholds
+    )
+    print(
+        f"model {body['model']} · policy {policy.name} ({policy.source}) · "
+        f"window {outcome.context_window or 'unknown'} · budget {outcome.budget or 'none'}"
+        f"{' · estimated count' if outcome.estimated else ''}"
+    )
+    print(
+        f"tokens {outcome.tokens_before:,} → {outcome.tokens_after:,} · level {level.value} · "
+        f"dropped {outcome.dropped} · truncated {outcome.truncated} · "
+        f"deduped {outcome.deduped} · summarized {outcome.summarized}"
+    )
+    print()
+    print(render_plan(outcome.report, color=sys.stdout.isatty() and "NO_COLOR" not in os.environ))
+    for problem in outcome.problems:
+        print(f"note: {problem}")
+    return 0

@@ -1,0 +1,91 @@
+"""History order: which older turns to keep first — by relevance to the current turn, or recency."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+from proxy.planner.items import Item
+from proxy.relevance import TermIndex, score_history
+from proxy.types import Priority, Section
+
+
+def query_texts(items: Sequence[Item]) -> tuple[str, str]:
+    """What relevance is to: the current turn's user text, and the newest turns' text."""
+    current: list[str] = []
+    recent: list[str] = []
+    section, high = Section.RECENT_MESSAGES, Priority.HIGH
+    for it in items:  # one pass: this runs per item
+        if it.current and it.role == "user":
+            current.append(it.text)
+        if it.section is section and it.priority is high:
+            recent.append(it.text)
+    return "\n".join(current), "\n".join(recent)
+
+
+def keep_order(
+    texts: Sequence[str],
+    positions: Sequence[int],
+    query: str | None,
+    context: str = "",
+    neighbors: int = 0,
+    index: TermIndex | None = None,
+) -> list[int]:
+    """The rank of each older-history choice in its keep order (0 is kept first): the
+    inverse of `keep_sequence`."""
+    rank = [0] * len(texts)
+    for k, c in enumerate(keep_sequence(texts, positions, query, context, neighbors, index)):
+        rank[c] = k
+    return rank
+
+
+def keep_sequence(
+    texts: Sequence[str],
+    positions: Sequence[int],
+    query: str | None,
+    context: str = "",
+    neighbors: int = 0,
+    index: TermIndex | None = None,
+) -> list[int]:
+    """The older-history choices (indexes into `texts`) in the order they are kept.
+
+    With a `query` (the current turn; `context`, the newest turns, weighs less): the
+    highest BM25 score first (ties: the newer first), each followed by up to `neighbors`
+    turns on either side of it; turns that share nothing with the query follow, newest
+    first. Without a query (relevance off): newest first.
+    """
+    n = len(texts)
+    if all(map(operator.lt, positions, positions[1:])):
+        newest_first = list(range(n - 1, -1, -1))  # the usual case: given oldest first
+    else:  # sorts are stable, also with reverse=True: equal positions keep their order
+        newest_first = sorted(range(n), key=positions.__getitem__, reverse=True)
+    if query is None or n == 0:
+        return newest_first
+    scores = score_history(query, texts, context=context, index=index)
+    # Only the turns that share something with the query are ranked by score.
+    scored = [i for i in newest_first if scores[i] > 0.0]
+    scored.sort(key=scores.__getitem__, reverse=True)  # ties: newer first, as listed
+    if not neighbors:
+        seen = set(scored)
+        return scored + [c for c in newest_first if c not in seen] if seen else newest_first
+    by_position = newest_first[::-1]
+    if len(set(positions)) != n:  # ties: ascending order, given order kept
+        by_position = sorted(range(n), key=positions.__getitem__)
+    slot = [0] * n
+    for k, c in enumerate(by_position):
+        slot[c] = k
+    taken = [False] * n
+    sequence: list[int] = []
+    for c in scored:  # each followed by its neighbours, nearest first, the older first
+        k = slot[c]
+        if not taken[c]:
+            taken[c] = True
+            sequence.append(c)
+        for step in range(1, neighbors + 1):
+            for j in (k - step, k + step):
+                if 0 <= j < n and not taken[member := by_position[j]]:
+                    taken[member] = True
+                    sequence.append(member)
+    if not sequence:
+        return newest_first
+    return sequence + [c for c in newest_first if not taken[c]]

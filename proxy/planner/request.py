@@ -1,0 +1,307 @@
+"""Planning: the façade — a chat-completion body in, the body to forward and a report out.
+
+Tag, count, and when over budget plan, trim, then count the result again: counts are not
+additive over pieces of a message, so the plan is tightened until the real count fits.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from proxy.errors import ContextLengthExceeded
+from proxy.planner.allocation import Plan, Planner
+from proxy.planner.budget import compute_budget
+from proxy.planner.budget_note import budget_note, note_cost
+from proxy.planner.costs import measure, overhead
+from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
+from proxy.planner.fit import Fit, count_forwarded, known_counts
+from proxy.planner.items import Action, Decision
+from proxy.planner.plain_chat import untagged_counts
+from proxy.planner.plain_plan import PlainOutcome, plan_plain
+from proxy.planner.refusal import Refused, no_report
+from proxy.planner.report import PlanReport, build_report
+from proxy.planner.sections import build_layout
+from proxy.planner.trim import with_note
+from proxy.policy import Policy
+from proxy.relevance import TermIndex
+from proxy.types import Body, Tokenizer
+
+__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
+
+
+@dataclass
+class PlanOutcome:
+    body: Body
+    changed: bool  # False: forward the request's original bytes
+    budget: int | None
+    context_window: int | None
+    tokens_before: int
+    tokens_after: int
+    dropped: int
+    truncated: int
+    summarized: int
+    deduped: int
+    trimmed: int  # x-context-trimmed: messages or segments dropped, truncated or replaced
+    problems: list[str]
+    estimated: bool
+    make_report: Callable[[], PlanReport] = field(repr=False)
+    _report: PlanReport | None = field(default=None, init=False, repr=False)
+
+    @property
+    def report(self) -> PlanReport:
+        """Built on first use: the proxy's hot path needs only the counts above."""
+        if self._report is None:
+            self._report = self.make_report()
+        return self._report
+
+
+def max_output(body: Body) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def plan_request(
+    body: Body,
+    policy: Policy,
+    tokenizer: Tokenizer,
+    context_window: int | None,
+    *,
+    extra_summaries: Sequence[ExtraSummary] = (),
+    terms: TermIndex | None = None,
+) -> PlanOutcome:
+    """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
+    required parts alone exceed the budget and the policy says reject. `terms` keeps the
+    history's words between requests (relevance scoring); without it nothing is kept."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        messages = []
+    budget = compute_budget(
+        context_window, policy.budget.ratio, policy.budget.reserve_output, max_output(body)
+    )
+    totals = (budget, context_window)
+    names = (tokenizer.name, tokenizer.estimated)
+    alongside = None
+    if policy.history.relevance == "bm25":
+        terms = terms if terms is not None else TermIndex()
+        # Read while a long new history is counted (in a thread): relevance needs its
+        # words if it is over the budget. Only while the count runs: within the budget
+        # the rest is not needed (not now, at least), and over it relevance reads the rest.
+        alongside = partial(_read_history, messages, terms)
+    known = (
+        None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer, alongside)
+    )
+    if known is not None:
+        # The common case, kept lean: count (cached per message) and compare.
+        counted = sum(known)
+        before = counted + overhead(tokenizer, body, messages)
+        if budget is None or before <= budget:
+            return _outcome(
+                body,
+                body,
+                False,
+                totals,
+                before,
+                before,
+                {},
+                [],
+                names,
+                lambda: _report(messages, policy, tokenizer, totals, before, names),
+            )
+        args = (budget, before - counted, known, extra_summaries, terms)
+        lean = plan_plain(body, messages, policy, tokenizer, *args)
+        if lean is not None:
+            return _plain_outcome(body, messages, policy, tokenizer, lean, (totals, before, known))
+    layout = build_layout(messages, policy, checked=known is not None)
+    full = measure(layout, tokenizer, known or ())
+    stripped = [ml.stripped for ml in layout.messages]
+    fixed = overhead(tokenizer, body, stripped)
+    before = sum(full) + fixed
+    note = policy.visibility.prompt_report and budget is not None
+    if note and budget is not None:
+        required = fixed + sum(it.cost for it in layout.items if it.required)
+        if required + note_cost(tokenizer, budget, stripped) > budget:
+            note = False  # the note is a courtesy: never the reason a request fails
+            layout.problems.append("no room for the context budget note")
+    decisions: dict[int, Decision] = {}
+    plan: Plan | None = None
+    if budget is None:
+        out = stripped
+        for it in layout.items:
+            decisions[it.key] = Decision(Action.KEEP, "no context window known", tokens=it.cost)
+    elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
+        out = stripped
+    else:
+        add_summaries(layout, extra_summaries, tokenizer, policy)
+        # One planner for every try: what it works out before the budget is shared.
+        planner = Planner(layout, policy, tokenizer, context_window, terms)
+        fit = Fit(planner, layout, policy, tokenizer, body, budget, fixed, full)
+        result = None
+        if note:
+            try:
+                result = fit.run(True)
+            except ContextLengthExceeded:
+                result = None
+            if result is None or result[2] > budget:
+                result = None
+                note = False  # the note is a courtesy: never why a request fails or overflows
+                layout.problems.append("no room for the context budget note")
+        if result is None:
+            try:
+                result = fit.run(False)
+            except ContextLengthExceeded as exc:  # refused: say by how much (refusal.py)
+                why = _outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
+                raise Refused(exc.message, why) from None
+        plan, out, after = result
+        decisions = plan.decisions
+    if note and budget is not None and plan is None:
+        out = with_note(out, budget_note(layout, decisions, budget, before))
+    if plan is None:  # as it came (then every count is known), or with the note
+        after = (
+            before
+            if out is stripped
+            else count_forwarded(tokenizer, body, out, known_counts(layout, full))
+        )
+    # A plan that kept every message as it came (a cut of required parts that found nothing
+    # to cut) changes nothing either: the original bytes go.
+    changed = layout.tagged or bool(note) or (plan is not None and not _same(out, stripped))
+    allocated = plan.allocated if plan is not None else None
+
+    def report() -> PlanReport:
+        return build_report(layout, decisions, policy, (*totals, before, after), names, allocated)
+
+    forwarded = {**body, "messages": out} if changed else body
+    return _outcome(
+        body,
+        forwarded,
+        changed,
+        totals,
+        before,
+        after,
+        Counter(d.action for d in decisions.values()),
+        layout.problems,
+        names,
+        report,
+    )
+
+
+# Texts read per step beside a count (a step takes well under a millisecond).
+_READ_STEP = 16
+
+
+def _read_history(messages: list[Any], terms: TermIndex, counting: Callable[[], bool]) -> None:
+    texts = [m["content"] for m in messages if type(m.get("content")) is str]
+    for start in range(0, len(texts), _READ_STEP):
+        if not counting():
+            return
+        terms.read(texts[start : start + _READ_STEP])
+
+
+def _same(out: list[Any], messages: list[Any]) -> bool:
+    """Whether `out` is `messages`, the very same objects in the same order."""
+    return len(out) == len(messages) and all(map(operator.is_, out, messages))
+
+
+def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome:
+    """The outcome of a request forwarded as it came because planning it failed (a bug in
+    the proxy): no budget, no counts, nothing trimmed, and the failure as the one problem."""
+    problems = [f"planning failed ({error}); forwarded as it came"]
+
+    def report() -> PlanReport:
+        raise RuntimeError(problems[0])
+
+    return _outcome(
+        body, body, False, (None, context_window), 0, 0, {}, problems, ("unknown", True), report
+    )
+
+
+def _outcome(
+    body: Body,
+    forwarded: Body,
+    changed: bool,
+    totals: tuple[int | None, int | None],
+    before: int,
+    after: int,
+    counts: Mapping[Action, int],
+    problems: list[str],
+    names: tuple[str, bool],
+    report: Callable[[], PlanReport],
+) -> PlanOutcome:
+    trimmed = sum(
+        counts.get(a, 0) for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
+    )
+    return PlanOutcome(
+        body=forwarded,
+        changed=changed,
+        budget=totals[0],
+        context_window=totals[1],
+        tokens_before=before,
+        tokens_after=after,
+        dropped=counts.get(Action.DROP, 0),
+        truncated=counts.get(Action.TRUNCATE, 0),
+        summarized=counts.get(Action.SUMMARIZE, 0),
+        deduped=counts.get(Action.DEDUPE, 0),
+        trimmed=trimmed,
+        problems=problems,
+        estimated=names[1],
+        make_report=report,
+    )
+
+
+def _report(
+    messages: list[Any],
+    policy: Policy,
+    tokenizer: Tokenizer,
+    totals: tuple[int | None, int | None],
+    tokens: int,
+    names: tuple[str, bool],
+) -> PlanReport:
+    """The report of a request forwarded as it came: every item kept."""
+    layout = build_layout(messages, policy)
+    measure(layout, tokenizer)
+    reason = "within budget" if totals[0] is not None else "no context window known"
+    decisions = {it.key: Decision(Action.KEEP, reason, tokens=it.cost) for it in layout.items}
+    return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
+
+
+def _plain_outcome(
+    body: Body,
+    messages: list[Any],
+    policy: Policy,
+    tokenizer: Tokenizer,
+    lean: PlainOutcome,
+    state: tuple[tuple[int | None, int | None], int, list[int]],
+) -> PlanOutcome:
+    """The outcome of the lean path; its report is the general path's, from a layout
+    built only when the report is asked for."""
+    totals, before, known = state
+    names = (tokenizer.name, tokenizer.estimated)
+
+    def report() -> PlanReport:
+        layout = build_layout(messages, policy, checked=True)
+        measure(layout, tokenizer, known)
+        layout.problems += lean.problems
+        decisions = dict(enumerate(lean.decisions()))
+        counts = (*totals, before, lean.after)
+        return build_report(layout, decisions, policy, counts, names, lean.allocated)
+
+    forwarded = {**body, "messages": lean.out}
+    return _outcome(
+        body,
+        forwarded,
+        True,
+        totals,
+        before,
+        lean.after,
+        lean.counts,
+        lean.problems,
+        names,
+        report,
+    )

@@ -1,0 +1,28 @@
+"""Team policies: schema, loading with FILE:LINE errors, the store that hot-reloads."""
+
+from proxy.policy.load import PolicyError, load_policy_dir
+from proxy.policy.model import (
+    DEFAULT_SECTIONS,
+    ModelPolicy,
+    Policy,
+    PolicySet,
+    QuotaPolicy,
+    SectionPolicy,
+    SummaryPolicy,
+    ThresholdPolicy,
+)
+from proxy.policy.store import PolicyStore
+
+__all__ = [
+    "DEFAULT_SECTIONS",
+    "ModelPolicy",
+    "Policy",
+    "PolicyError",
+    "PolicySet",
+    "PolicyStore",
+    "QuotaPolicy",
+    "SectionPolicy",
+    "SummaryPolicy",
+    "ThresholdPolicy",
+    "load_policy_dir",
+]

@@ -1,0 +1,144 @@
+"""The policy set in force, reloaded on SIGHUP and when the files change; bad sets are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import yaml
+
+from proxy.policy.load import PolicyError, load_policy_dir, load_policy_texts, read_policy_dir
+from proxy.policy.model import PolicySet
+
+log = logging.getLogger("context_proxy.policy")
+
+# File texts by path, and a problem line for each file that could not be read.
+Snapshot = tuple[dict[str, str], list[str]]
+
+
+class PolicyStore:
+    """Holds the last good PolicySet; `reload()` swaps it only when the new set is valid and safe.
+
+    Safe means a reload never opens the proxy by accident: a file that had content and is
+    now empty (an editor's save caught between truncating and writing) is refused, and so
+    is a switch from key mode to open mode while a file that held the keys still exists.
+    An empty file is still a valid policy at start and in `check`.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        initial: PolicySet,
+        texts: dict[str, str] | None = None,
+        settle_s: float = 0.25,
+    ) -> None:
+        self.directory = directory
+        self.current = initial
+        self.settle_s = settle_s
+        self._texts = dict(texts or {})  # the file texts of the set in force
+
+    @classmethod
+    def load(cls, directory: str) -> PolicyStore:
+        """Load at start; raises PolicyError so a bad set never starts serving."""
+        folder = Path(directory)
+        if not folder.is_dir():
+            return cls(directory, load_policy_dir(directory))
+        texts, problems = read_policy_dir(folder)
+        return cls(directory, load_policy_texts(texts, problems), texts)
+
+    def reload(self) -> bool:
+        """Read the folder now and swap the set in if it is valid and safe (SIGHUP)."""
+        return self.apply(self._read())
+
+    def _read(self) -> Snapshot | None:
+        folder = Path(self.directory)
+        return read_policy_dir(folder) if folder.is_dir() else None
+
+    def apply(self, snapshot: Snapshot | None) -> bool:
+        """Swap in the set `snapshot` describes; refuse (and log why) a bad or unsafe one."""
+        if snapshot is None:
+            if not self._texts:
+                return True  # started on the built-in default and still nothing there
+            return _refused([f"{self.directory}: policy folder is missing"])
+        texts, unreadable = snapshot
+        try:
+            fresh = load_policy_texts(texts, unreadable)
+        except PolicyError as exc:
+            return _refused(exc.problems)
+        unsafe = self._unsafe(texts, fresh)
+        if unsafe:
+            return _refused(unsafe)
+        self.current = fresh
+        self._texts = dict(texts)
+        log.info("policies reloaded", extra={"teams": [p.team for p in fresh.all()]})
+        return True
+
+    def _unsafe(self, texts: dict[str, str], fresh: PolicySet) -> list[str]:
+        problems = [
+            f"{path}:1: the file had a policy and is now empty (a save in progress?); "
+            "write the policy back, or delete the file to drop it"
+            for path, old in self._texts.items()
+            if path in texts and _blank(texts[path]) and not _blank(old)
+        ]
+        if fresh.open_mode and not self.current.open_mode:
+            problems.extend(
+                f"{policy.source}:1: this reload would switch the proxy to open mode (no keys "
+                "anywhere) while this file, which held keys, still exists; delete the file "
+                "or restart the proxy to switch on purpose"
+                for policy in self.current.all()
+                if policy.keys and policy.source in texts
+            )
+        return problems
+
+    async def settled(self) -> Snapshot | None:
+        """The folder once two reads `settle_s` apart agree; None if it keeps changing."""
+        before = self._read()
+        for _ in range(8):
+            await asyncio.sleep(self.settle_s)
+            after = self._read()
+            if after == before:
+                return after
+            before = after
+        return None
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Reload when a policy file changes, until `stop` is set."""
+        from watchfiles import awatch  # imported here: only the watcher task needs it
+
+        folder = Path(self.directory)
+        if not folder.is_dir():
+            return
+        try:
+            async for _changes in awatch(
+                folder,
+                stop_event=stop,
+                debounce=200,
+                recursive=False,
+                watch_filter=lambda _change, path: path.endswith((".yaml", ".yml")),
+            ):
+                # A save is often truncate-then-write: load only what stays put for a moment.
+                snapshot = await self.settled()
+                if snapshot is None and folder.is_dir():
+                    log.info("policy files still changing; the next change reloads them")
+                    continue
+                self.apply(snapshot)
+        except (OSError, RuntimeError) as exc:  # e.g. inotify limits: SIGHUP still works
+            log.warning("policy file watching stopped: %s", exc)
+
+
+def _blank(text: str) -> bool:
+    """Whether YAML text holds nothing (empty, whitespace, comments only)."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader) is None
+    except yaml.YAMLError:
+        return False
+
+
+def _refused(problems: list[str]) -> bool:
+    log.error(
+        "policy reload refused; the last good set stays in force", extra={"problems": problems}
+    )
+    for problem in problems:
+        log.error("policy problem: %s", problem)
+    return False

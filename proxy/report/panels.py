@@ -1,0 +1,150 @@
+"""Report dashboard: the quota panel and the errors-by-kind panel (inline SVG and tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from proxy.report.html import CRIT, MT, PALETTE, WARN, W, axis_titles, human
+from proxy.report.tally import Tally
+
+LEFT, RIGHT, ROW = 200, 110, 26.0  # name column, value labels, bar row height
+TOP_KINDS = 9  # coloured error kinds; the rest are summed as "other"
+LEVEL_COLOUR = {"normal": "#4e79a7", "warning": "#f28e2b", "critical": "#e15759"}
+
+
+def _svg(chart_id: str, title: str, body: list[str], height: int) -> str:
+    return (
+        f'<svg id="{chart_id}" class="chart" viewBox="0 0 {W} {height}" role="img" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(body)}</svg>'
+    )
+
+
+def _none(chart_id: str, title: str, text: str) -> str:
+    msg = f'<text x="{W / 2}" y="40" text-anchor="middle">{escape(text)}</text>'
+    return _svg(chart_id, title, [msg], 70)
+
+
+def _name(text: str) -> str:
+    return escape(text if len(text) <= 26 else text[:25] + "…")
+
+
+def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per team two bars, its newest day and that month: peak used / limit, by level."""
+    title = "Quota used vs limit per team (newest day and its month)"
+    if not rows:
+        return _none("chart-quota", title, "no quota limits recorded in this log")
+    span = max(1.0, *(float(r["share"]) for r in rows))  # over 100% stays on the chart
+    scale = (W - LEFT - RIGHT) / span
+    height = int(MT * 2 + ROW * len(rows)) + 50
+    body = axis_titles("share of the binding quota limit", "team · period", height, MT + 50)
+    for i, r in enumerate(rows):
+        y, share = MT + i * ROW, float(r["share"])
+        width = max(share * scale, 1.0)
+        label = f"{r['team']} · {r['period']}"
+        body.append(
+            f'<text x="{LEFT - 8}" y="{y + ROW * 0.65:.1f}" text-anchor="end">{_name(label)}</text>'
+            f'<rect class="bar" x="{LEFT}" y="{y + ROW * 0.15:.1f}" width="{width:.1f}" '
+            f'height="{ROW * 0.7:.1f}" fill="{LEVEL_COLOUR.get(r["level"], PALETTE[0])}">'
+            f"<title>{escape(label)} {escape(r['when'])}: {r['used']:,} of {r['limit']:,} "
+            f"tokens ({escape(r['level'])})</title></rect>"
+            f'<text x="{LEFT + width + 6:.1f}" y="{y + ROW * 0.65:.1f}">{share:.0%}</text>'
+        )
+    bottom = MT + ROW * len(rows)
+    for value in (WARN, CRIT, 1.0):
+        x = LEFT + value * scale
+        body.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{bottom:.1f}" stroke="#333" '
+            f'stroke-dasharray="4 3"/><text x="{x:.1f}" y="{bottom + 16:.1f}" '
+            f'text-anchor="middle">{value:.0%}</text>'
+        )
+    return _svg("chart-quota", title, body, height)
+
+
+def _quota_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    head = "".join(
+        f"<th{' class=k' if c in ('team', 'period', 'when', 'level') else ''}>{c}</th>"
+        for c in ("team", "period", "when", "used", "limit", "share", "level")
+    )
+    body = "".join(
+        f'<tr><td class="k">{escape(r["team"])}</td><td class="k">{r["period"]}</td>'
+        f'<td class="k">{escape(r["when"])}</td><td>{r["used"]:,}</td><td>{r["limit"]:,}</td>'
+        f'<td>{r["share"]:.1%}</td><td class="k">{escape(r["level"])}</td></tr>'
+        for r in rows
+    )
+    return f'<table id="quota"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def errors_chart(errors: Mapping[str, Mapping[str, int]]) -> tuple[str, list[str]]:
+    """Stacked bars: errors per team, one colour per kind. (svg, legend kinds)"""
+    title = "Errors per team by kind"
+    totals: dict[str, int] = {}
+    for per_team in errors.values():
+        for kind, n in per_team.items():
+            totals[kind] = totals.get(kind, 0) + n
+    if not totals:
+        return _none("chart-errors", title, "no errors recorded in this log"), []
+    ranked = sorted(totals, key=lambda k: (-totals[k], k))
+    kinds = ranked[:TOP_KINDS] + (["other"] if len(ranked) > TOP_KINDS else [])
+    teams = sorted(errors, key=lambda t: (-sum(errors[t].values()), t))
+    scale = (W - LEFT - RIGHT) / max(sum(errors[t].values()) for t in teams)
+    height = int(MT * 2 + ROW * len(teams)) + 40
+    body = axis_titles("errors (requests with an error or status ≥ 400)", "team", height, MT + 40)
+    for i, team in enumerate(teams):
+        y, x = MT + i * ROW, float(LEFT)
+        body.append(
+            f'<text x="{LEFT - 8}" y="{y + ROW * 0.65:.1f}" text-anchor="end">{_name(team)}</text>'
+        )
+        per = errors[team]
+        for j, kind in enumerate(kinds):
+            n = (
+                sum(v for k, v in per.items() if k not in kinds[:TOP_KINDS])
+                if kind == "other"
+                else per.get(kind, 0)
+            )
+            if n <= 0:
+                continue
+            body.append(
+                f'<rect class="bar" x="{x:.1f}" y="{y + ROW * 0.15:.1f}" width="{n * scale:.1f}" '
+                f'height="{ROW * 0.7:.1f}" fill="{PALETTE[j % len(PALETTE)]}">'
+                f"<title>{escape(team)} {escape(kind)}: {n:,}</title></rect>"
+            )
+            x += n * scale
+        body.append(
+            f'<text x="{x + 6:.1f}" y="{y + ROW * 0.65:.1f}">{human(sum(per.values()))}</text>'
+        )
+    return _svg("chart-errors", title, body, height), kinds
+
+
+def _errors_table(errors: Mapping[str, Mapping[str, int]], kinds: list[str]) -> str:
+    shown = [k for k in kinds if k != "other"]
+    cols = [*shown, *(["other"] if len(kinds) > len(shown) else []), "total"]
+    head = '<th class="k">team</th>' + "".join(f"<th>{escape(k)}</th>" for k in cols)
+    rows = []
+    for team in sorted(errors):
+        per = errors[team]
+        values = [per.get(k, 0) for k in shown]
+        if "other" in cols:
+            values.append(sum(v for k, v in per.items() if k not in shown))
+        values.append(sum(per.values()))
+        cells = "".join(f"<td>{v:,}</td>" for v in values)
+        rows.append(f'<tr><td class="k">{escape(team)}</td>{cells}</tr>')
+    return (
+        f'<table id="errors"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def render(tally: Tally) -> str:
+    """Both panels as HTML sections for the dashboard page."""
+    rows = tally.quota_rows()
+    chart, kinds = errors_chart(tally.errors)
+    legend = "".join(
+        f'<span><i style="background:{PALETTE[j % len(PALETTE)]}"></i>{escape(k)}</span>'
+        for j, k in enumerate(kinds)
+    )
+    return (
+        f"<h2>Quota</h2>{quota_chart(rows)}{_quota_table(rows) if rows else ''}"
+        f'<h2>Errors by kind</h2><div class="legend">{legend}</div>{chart}'
+        f"{_errors_table(tally.errors, kinds) if kinds else ''}"
+    )

@@ -1,0 +1,284 @@
+"""Report: the `report` command, totals per group streamed from the usage log."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+
+import orjson
+
+from proxy.report import html as report_html
+from proxy.report.format import format_csv, format_json, format_table
+from proxy.report.panels import render as render_panels
+from proxy.report.tally import Tally, error_kind
+
+GROUP_KEYS = ("team", "model", "day", "month", "kind", "status", "level", "policy")
+UTIL_BIN = 0.05  # utilization histogram bin width
+UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
+# (the dashboard labels that bin "≥ 1.5" with its count and the highest value seen)
+# fmt: off
+_SUMMED = (
+    "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
+    "tokens_removed", "warnings", "critical",
+)
+# fmt: on
+_RELATIVE = re.compile(r"^(\d+)([hdw])$")
+_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
+
+
+@dataclass(slots=True)
+class GroupStats:
+    requests: int = 0
+    errors: int = 0  # status >= 400 or an error recorded
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    trimmed: int = 0
+    tokens_removed: int = 0
+    warnings: int = 0  # level warning or critical: the threshold events
+    critical: int = 0
+    latencies: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a request
+
+    def row(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies)
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "trimmed": self.trimmed,
+            "trimmed_share": round(self.trimmed / self.requests, 4) if self.requests else 0.0,
+            "tokens_removed": self.tokens_removed,
+            "warnings": self.warnings,
+            "critical": self.critical,
+            "p50_ms": percentile(ordered, 0.50),
+            "p95_ms": percentile(ordered, 0.95),
+        }
+
+
+def percentile(ordered: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile of an already sorted sequence; None when it is empty."""
+    if not ordered:
+        return None
+    return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
+
+
+@dataclass(slots=True)
+class Aggregate:
+    by: tuple[str, ...]
+    groups: dict[tuple[str, ...], GroupStats] = field(default_factory=dict)
+    day_team_tokens: dict[str, dict[str, int]] = field(default_factory=dict)
+    model_tokens: dict[str, int] = field(default_factory=dict)
+    util_hist: list[int] = field(default_factory=lambda: [0] * UTIL_BINS)
+    util_max: float = 0.0
+    tally: Tally = field(default_factory=Tally)  # quota peaks and errors by kind
+    lines: int = 0  # records counted
+    skipped: int = 0  # malformed or torn lines
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {**dict(zip(self.by, key, strict=True)), **stats.row()}
+            for key, stats in sorted(self.groups.items())
+        ]
+
+    def total(self) -> dict[str, Any]:
+        total = GroupStats()
+        for s in self.groups.values():
+            for name in _SUMMED:
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            total.latencies.extend(s.latencies)
+        return total.row()
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """`7d`, `12h`, `2w`, a date or an ISO time -> a UTC `YYYY-MM-DDTHH:MM:SS` to compare."""
+    now = datetime.now(UTC) if now is None else now
+    if m := _RELATIVE.match(text.strip()):
+        when = now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    else:
+        try:
+            when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a date, time or 7d/12h/2w: {text!r}") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    # The log writes UTC ISO times, which sort as text: no per-line date parsing needed.
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def aggregate(
+    lines: Iterable[bytes], by: Sequence[str], since: str | None = None, until: str | None = None
+) -> Aggregate:
+    """Sum the records in `lines` per group of `by` fields, plus the dashboard's series."""
+    agg = Aggregate(tuple(by))
+    groups, day_team, models = agg.groups, agg.day_team_tokens, agg.model_tokens
+    # Our writer puts `ts` first: lines before `since` are skipped without parsing them.
+    since_b = None if since is None else since.encode()
+    for line in lines:
+        if since_b is not None and line.startswith(b'{"ts":"') and line[7:26] < since_b:
+            continue
+        try:  # read everything first, so a bad field skips the whole line, not half of it
+            rec = orjson.loads(line)
+            ts = rec["ts"]
+            day = ts[:10]
+            if (since is not None and ts < since) or (until is not None and ts >= until):
+                continue
+            key = tuple([_group_value(rec, k, ts) for k in by])
+            total = int(rec.get("total_tokens") or 0)
+            prompt = int(rec.get("prompt_tokens") or 0)
+            completion = int(rec.get("completion_tokens") or 0)
+            removed = int(rec.get("tokens_before") or 0) - int(rec.get("tokens_after") or 0)
+            error = int(rec.get("status") or 0) >= 400 or rec.get("error") is not None
+            latency = float(rec.get("latency_ms") or 0.0)
+            util = rec.get("utilization")
+            util_bin = None if util is None else min(max(int(util / UTIL_BIN), 0), UTIL_BINS - 1)
+            level, team, model = rec.get("level"), str(rec.get("team")), str(rec.get("model"))
+            kind = error_kind(int(rec.get("status") or 0), rec.get("error"))
+            quota_limit = rec.get("quota_limit")
+            quota = None
+            if quota_limit is not None:
+                quota = (int(rec.get("quota_used") or 0), int(quota_limit))
+                quota_level = str(rec.get("quota_level") or "normal")
+        except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
+            agg.skipped += 1
+            continue
+        stats = groups.get(key)
+        if stats is None:
+            stats = groups[key] = GroupStats()
+        stats.requests += 1
+        stats.errors += error
+        stats.prompt_tokens += prompt
+        stats.completion_tokens += completion
+        stats.total_tokens += total
+        if (
+            removed > 0
+            or rec.get("dropped")
+            or rec.get("truncated")
+            or rec.get("deduped")
+            or (rec.get("summarized"))
+        ):
+            stats.trimmed += 1
+            stats.tokens_removed += max(removed, 0)
+        if level in {"warning", "critical"}:
+            stats.warnings += 1
+            stats.critical += level == "critical"
+        stats.latencies.append(latency)
+        per_team = day_team.get(day)
+        if per_team is None:
+            per_team = day_team[day] = {}
+        per_team[team] = per_team.get(team, 0) + total
+        models[model] = models.get(model, 0) + total
+        if util_bin is not None:
+            agg.util_hist[util_bin] += 1
+            agg.util_max = max(agg.util_max, float(util))
+        if kind is not None:
+            agg.tally.add_error(team, kind)
+        if quota is not None:
+            agg.tally.add_quota(team, day, quota[0], quota[1], quota_level)
+        agg.lines += 1
+    return agg
+
+
+def _group_value(rec: dict[str, Any], key: str, ts: str) -> str:
+    if key == "day":
+        return ts[:10]
+    if key == "month":
+        return ts[:7]
+    value = rec.get(key)
+    return "" if value is None else str(value)
+
+
+def _by_list(text: str) -> list[str]:
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in GROUP_KEYS]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(
+            f"--by takes a comma-separated list of {', '.join(GROUP_KEYS)}; got {text!r}"
+        )
+    return keys
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `report` sub-command's arguments; `run(namespace)` executes it."""
+    parser.add_argument("usage_log", metavar="USAGE.jsonl", help="the proxy's usage log")
+    parser.add_argument(
+        "--by", type=_by_list, default=["team"], help=f"group by ({', '.join(GROUP_KEYS)})"
+    )
+    parser.add_argument("--since", type=parse_since, help="from this UTC date/time, or 7d, 12h")
+    parser.add_argument("--until", type=parse_since, help="before this UTC date/time, or 1d")
+    parser.add_argument("--format", dest="fmt", choices=("table", "csv", "json"), default="table")
+    parser.add_argument("--html", metavar="OUT.html", help="also write a dashboard page")
+    parser.add_argument("--out", "-o", metavar="FILE", help="write the table here, not stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute `report` from parsed arguments."""
+    return report_main(
+        args.usage_log,
+        args.by,
+        args.since,
+        html=args.html,
+        fmt=args.fmt,
+        out=args.out,
+        until=args.until,
+    )
+
+
+def report_main(
+    path: str,
+    by: Sequence[str] = ("team",),
+    since: str | None = None,
+    *,
+    html: str | None = None,
+    fmt: str = "table",
+    out: str | None = None,
+    until: str | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """Read the log at `path`, print totals per group; 0 on success, 1 if it is unreadable."""
+    stdout = sys.stdout if stdout is None else stdout
+    try:
+        with open(path, "rb") as f:
+            agg = aggregate(f, by, since, until)
+    except OSError as exc:
+        print(f"context-proxy report: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 1
+    rows, total = agg.rows(), agg.total()
+    if fmt == "csv":
+        text = format_csv(agg.by, rows)
+    elif fmt == "json":
+        text = format_json(agg.by, rows, total, agg.skipped)
+    else:
+        text = format_table(agg.by, rows, total)
+    if agg.skipped:
+        print(f"context-proxy report: skipped {agg.skipped} malformed lines", file=sys.stderr)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        stdout.write(text)
+    if html:
+        page = report_html.render_page(
+            source=path,
+            by=agg.by,
+            rows=rows,
+            total=total,
+            day_team_tokens=agg.day_team_tokens,
+            util_hist=agg.util_hist,
+            util_bin=UTIL_BIN,
+            util_max=agg.util_max,
+            model_tokens=agg.model_tokens,
+            panels=render_panels(agg.tally),
+        )
+        with open(html, "w", encoding="utf-8") as f:
+            f.write(page)
+        print(f"context-proxy report: wrote {html}", file=sys.stderr)
+    return 0

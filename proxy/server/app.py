@@ -1,0 +1,104 @@
+"""create_app(settings): routes, and a lifespan that opens and closes the services."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from proxy.errors import InvalidRequest, NotFound, ProxyError
+from proxy.server import responses
+from proxy.server.auth import require_admin
+from proxy.server.chat import chat_completions, context_plan
+from proxy.server.logs import configure_logging
+from proxy.server.passthrough import forward
+from proxy.server.services import Services, open_services
+from proxy.server.settings import Settings
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Container allocations between young-generation collections (CPython's default is 700).
+# A 600-message request parses into thousands of dicts that live for the whole request, so
+# at 700 each one triggers several collections that promote its objects to the old
+# generations, and full collections follow (~20 ms each, measured, every ~10 big requests).
+# Reference counting frees a request's objects either way; this only spaces out the
+# cycle hunts. Measured on the 600-message next turn: -0.9 ms median, no 20 ms stalls.
+GC_YOUNG_THRESHOLD = 50_000
+
+
+async def healthz(request: Request) -> Response:
+    """`ok`; `degraded` while the usage log cannot be written. Still 200: the proxy serves
+    requests (rows wait in a bounded queue), and a 503 would make load balancers pull
+    every replica sharing a full disk, turning an accounting problem into an outage."""
+    services: Services = request.app.state.services
+    if services.usage.failing:
+        return Response(
+            b'{"status":"degraded","usage_log":"failing"}', media_type="application/json"
+        )
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+async def metrics(request: Request) -> Response:
+    services: Services = request.app.state.services
+    try:
+        require_admin(services.policies.current, request.headers)
+    except ProxyError as exc:
+        return responses.error(exc)
+    body, content_type = services.metrics.render()
+    return Response(body, headers={"content-type": content_type})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 in OpenAI's error shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 400
+    if status == 404:
+        return responses.error(NotFound(f"No route for {request.method} {request.url.path}."))
+    error = InvalidRequest(f"{request.method} is not allowed on {request.url.path}.")
+    error.status = status
+    return responses.error(error)
+
+
+def create_app(settings: Settings) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_services(settings) as services:
+            app.state.services = services
+            yield
+
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/context/plan", context_plan, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/{rest:path}", forward, methods=ALL_METHODS),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error, Exception: responses.internal_error},
+    )
+
+
+def app_from_env() -> Starlette:
+    """The factory uvicorn's worker processes call: settings come from the environment."""
+    configure_logging(os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
+    app = create_app(Settings.from_env())
+    tune_gc()
+    return app
+
+
+def tune_gc() -> None:
+    """Process-wide collector settings for a server process (not for tests or the CLI).
+
+    The ~60k objects alive after start (modules, classes, functions) never become garbage:
+    frozen, a full collection no longer walks them (measured 19 ms -> 4 ms each)."""
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+    gc.freeze()

@@ -1,0 +1,205 @@
+"""One chat-completion exchange: what happened to it, as headers, a usage row and metrics."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proxy.tokens import policy_model
+from proxy.types import Level, Tokenizer
+from proxy.usage import OTHER, UsageRecord, level_for
+
+if TYPE_CHECKING:
+    from proxy.planner import PlanOutcome
+    from proxy.policy import Policy
+    from proxy.server.services import Services
+    from proxy.usage import QuotaStatus
+
+
+log = logging.getLogger("context_proxy.requests")
+
+# An answer without `usage` is estimated: its first EXACT_CHARS counted exactly (a few
+# milliseconds even for hostile text), the rest at the prefix's rate but never below a token
+# per MAX_CHARS_PER_TOKEN characters: a 20 MB answer no longer holds the event loop for 17 s.
+EXACT_CHARS = 32_768
+MAX_CHARS_PER_TOKEN = 4.0
+
+
+def estimate_completion(tokenizer: Tokenizer, text: str, chars_beyond: int = 0) -> int:
+    """Tokens in `text` and `chars_beyond` more characters the stream tap did not keep:
+    exact up to EXACT_CHARS, then extrapolated (bounded time)."""
+    if len(text) <= EXACT_CHARS and not chars_beyond:
+        return tokenizer.count_text(text)
+    head_text = text[:EXACT_CHARS]
+    head = tokenizer.count_text(head_text)
+    # The rest at the head's rate, but at least a token per 4 characters: a head of
+    # friendly text must not let hostile text after it be charged as almost nothing.
+    rate = max(head / len(head_text) if head_text else 0.0, 1 / MAX_CHARS_PER_TOKEN)
+    return head + math.ceil((len(text) - len(head_text) + chars_beyond) * rate)
+
+
+def new_request_id() -> str:
+    # 96 random bits: unique enough for logs, and cheaper than formatting a UUID.
+    return "req_" + os.urandom(12).hex()
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Accumulates the facts of one request as it goes down the pipeline."""
+
+    request_id: str = field(default_factory=new_request_id)
+    started: float = field(default_factory=time.perf_counter)
+    policy: Policy | None = None
+    model: str = ""
+    stream: bool = False
+    outcome: PlanOutcome | None = None
+    quota: QuotaStatus | None = None
+    upstream_started: float | None = None
+    upstream_ended: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    usage_from_upstream: bool = False
+    estimated_completion: int = 0
+    answered: bool = False  # the upstream served an answer (only then is a quota charged)
+
+    @property
+    def level(self) -> Level:
+        if self.policy is None or self.outcome is None or not self.outcome.budget:
+            return Level.NORMAL
+        return level_for(self.outcome.tokens_before / self.outcome.budget, self.policy.thresholds)
+
+    def context_headers(self) -> dict[str, str]:
+        """The contract's x-context-* headers (what is known so far)."""
+        o = self.outcome
+        headers = {
+            "x-request-id": self.request_id,
+            "x-context-policy": self.policy.name if self.policy else "none",
+            "x-context-level": self.level.value,
+        }
+        if o is not None:
+            headers.update(
+                {
+                    "x-context-window": str(o.context_window) if o.context_window else "unknown",
+                    "x-context-budget": str(o.budget) if o.budget is not None else "none",
+                    "x-context-tokens-before": str(o.tokens_before),
+                    "x-context-tokens-after": str(o.tokens_after),
+                    "x-context-trimmed": str(o.trimmed),
+                }
+            )
+        if self.quota is not None and self.quota.limit is not None:
+            headers["x-context-quota-level"] = self.quota.level.value
+        return headers
+
+    def take_usage(self, usage: Any) -> None:
+        """Read an upstream `usage` object, if it is one."""
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            self.prompt_tokens, self.completion_tokens = prompt, completion
+            self.usage_from_upstream = True
+
+    def finish(self, services: Services, status: int, error: str | None = None) -> UsageRecord:
+        """Write the usage row, update quotas, thresholds and metrics."""
+        now = time.perf_counter()
+        o, policy = self.outcome, self.policy
+        team = policy.team if policy else "unknown"
+        # Quotas count only what the upstream served: a request that never got an answer
+        # (unreachable, timed out, the client gone first) is charged nothing.
+        answered = self.answered or self.usage_from_upstream
+        if self.usage_from_upstream:
+            prompt, completion, source = (
+                self.prompt_tokens or 0,
+                self.completion_tokens or 0,
+                "upstream",
+            )
+        else:
+            prompt = o.tokens_after if (o is not None and answered) else 0
+            completion = self.estimated_completion if answered else 0
+            source = "estimated"
+        total = prompt + completion
+        if total and policy is not None:
+            services.quotas.add(team, total)
+        quota = (
+            services.quotas.status(team, policy.quotas, policy.thresholds)
+            if policy is not None
+            else None
+        )
+        budget = o.budget if o else None
+        utilization = (o.tokens_before / budget) if (o and budget) else None
+        level = self.level
+        record = UsageRecord(
+            request_id=self.request_id,
+            team=team,
+            model=self.model,
+            status=status,
+            stream=self.stream,
+            context_window=o.context_window if o else None,
+            budget=budget,
+            tokens_before=o.tokens_before if o else 0,
+            tokens_after=o.tokens_after if o else 0,
+            dropped=o.dropped if o else 0,
+            truncated=o.truncated if o else 0,
+            summarized=o.summarized if o else 0,
+            deduped=o.deduped if o else 0,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=total,
+            usage_source=source,
+            utilization=None if utilization is None else round(utilization, 4),
+            level=level,
+            quota_used=quota.used if quota else 0,
+            quota_limit=quota.limit if quota else None,
+            quota_level=quota.level if quota else Level.NORMAL,
+            latency_ms=round((now - self.started) * 1000, 3),
+            upstream_ms=self._upstream_ms(now),
+            error=error,
+            policy=policy.name if policy else "none",
+        )
+        services.usage.write(record)
+        if status >= 500:  # the operator's signal that an upstream is failing; ids, no content
+            log.warning(
+                "request failed upstream",
+                extra={
+                    "request_id": self.request_id,
+                    "team": team,
+                    "model": self.model[:200],
+                    "status": status,
+                    "error": error,
+                },
+            )
+        services.metrics.observe_record(record, self._model_label(services, status))
+        if policy is not None:
+            if services.thresholds.observe(team, self.model, level, utilization):
+                services.metrics.threshold_event(team, level.value)
+            if quota is not None and quota.limit is not None:
+                services.metrics.set_quota(team, quota.used, quota.limit)
+                if services.thresholds.observe(
+                    team, self.model, quota.level, quota.used / quota.limit, source="quota"
+                ):
+                    services.metrics.threshold_event(team, quota.level.value, "quota")
+        return record
+
+    def _model_label(self, services: Services, status: int) -> str:
+        """The metrics' model label: a model the policy or litellm's map knows, else
+        `other`; `unauthenticated` or `invalid` for a request refused before its model
+        counted. Clients choose model names: only known ones may become series."""
+        if self.policy is None or status == 401:
+            return "unauthenticated"
+        if not self.model:
+            return "invalid"
+        known = (
+            policy_model(self.model, self.policy) is not None
+            or services.windows.registry_window(self.model) is not None
+        )
+        return self.model if known else OTHER
+
+    def _upstream_ms(self, now: float) -> float | None:
+        if self.upstream_started is None:
+            return None
+        end = self.upstream_ended if self.upstream_ended is not None else now
+        return round((end - self.upstream_started) * 1000, 3)

@@ -1,0 +1,122 @@
+"""Everything a request needs, opened once in the app's lifespan and closed at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.policy import PolicyStore
+from proxy.relevance import TermIndex
+from proxy.server.settings import Settings
+from proxy.server.warmup import warm_tokenizers
+from proxy.state import SharedState
+from proxy.summaries import Summarizer, open_store
+from proxy.tokens import ContextWindows, TokenCounter
+from proxy.upstream import Upstream
+from proxy.usage import Metrics, QuotaBook, ThresholdWatch, UsageLog
+
+log = logging.getLogger("context_proxy")
+
+
+@dataclass
+class Services:
+    settings: Settings
+    policies: PolicyStore
+    upstream: Upstream
+    counter: TokenCounter
+    windows: ContextWindows
+    usage: UsageLog
+    quotas: QuotaBook
+    thresholds: ThresholdWatch
+    metrics: Metrics
+    summaries: Summarizer
+    shared: SharedState | None = None  # with --state: quotas and summaries in Redis
+    terms: TermIndex = field(default_factory=TermIndex)  # history words, for relevance
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
+    plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a background task that the shutdown waits for (or cancels)."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+async def _warm(services: Services) -> None:
+    """Preload tokenizers in a worker thread: start-up stays fast, /healthz answers at once."""
+    try:
+        await asyncio.to_thread(warm_tokenizers, services.counter, services.policies.current)
+    finally:
+        services.warmed.set()
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings) -> AsyncIterator[Services]:
+    """Open the upstream pool, load policies, start the usage writer; undo it all on exit."""
+    policies = PolicyStore.load(settings.policies)
+    quotas = QuotaBook()
+    metrics = Metrics()
+    shared: SharedState | None = None
+    if settings.state:
+        # Redis holds every replica's counts; the log (this replica's share) is read only
+        # when Redis cannot be reached at start.
+        shared = await SharedState.open(
+            settings.state, quotas, metrics, usage_log=settings.usage_log
+        )
+    elif settings.usage_log != "-":
+        # Rebuilt from the log so a restart forgets no quota spending.
+        await asyncio.to_thread(quotas.rebuild, settings.usage_log)
+    usage = UsageLog(settings.usage_log)
+    await usage.start()
+    upstream = Upstream.open()
+    services = Services(
+        settings=settings,
+        policies=policies,
+        upstream=upstream,
+        counter=TokenCounter(),
+        windows=ContextWindows(),
+        usage=usage,
+        quotas=quotas,
+        thresholds=ThresholdWatch(),
+        metrics=metrics,
+        # Stores open on first use: a policy with summaries off never creates a file.
+        summaries=Summarizer(
+            upstream,
+            usage,
+            quotas,
+            store_opener=shared.open_summary_store if shared else open_store,
+        ),
+        shared=shared,
+    )
+    metrics.watch_usage_log(usage)
+    services.spawn(_warm(services))
+    stop = asyncio.Event()
+    if shared is not None:
+        services.spawn(shared.run(stop))
+    if settings.watch_policies:
+        services.spawn(policies.watch(stop))
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGHUP, policies.reload)
+    try:
+        yield services
+    finally:
+        stop.set()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGHUP)
+        for task in list(services.tasks):
+            task.cancel()
+        await asyncio.gather(*services.tasks, return_exceptions=True)
+        await services.summaries.aclose()
+        if shared is not None:
+            await shared.aclose()  # hands the last unsent quota tokens to Redis
+        await services.upstream.close()
+        await usage.aclose()

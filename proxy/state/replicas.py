@@ -1,0 +1,229 @@
+"""Replicas: quota counters shared through Redis by a background sync, and the summary store.
+
+The request path never waits on Redis. Each replica counts in its own QuotaBook as an
+embedded proxy does; every `interval_s` the sync loop pushes the unsent increments to
+per-team per-period counters (INCRBY, expiring after the period ends) and installs the
+global totals back into the book. A hard limit therefore holds across replicas within
+about one sync interval of the whole fleet's traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redis.asyncio import Redis
+
+from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
+from proxy.summaries import SummaryStore, open_store
+from proxy.usage import Metrics, QuotaBook
+
+log = logging.getLogger("context_proxy.shared_state")
+
+SYNC_INTERVAL_S = 0.5
+PERIOD_MARGIN = timedelta(days=2)  # counters outlive their period, for late records and skew
+MARKER_TTL_S = 7 * 24 * 3600
+FINAL_SYNC_S = 3.0  # at shutdown
+PREFIX = "cp:quota:"
+
+# One atomic step per sync. KEYS: [1] this replica's last applied batch number, [2] the set
+# of teams counted this month, [3..] counters. ARGV: batch number, marker TTL, the set's
+# expiry, how many teams to add, the teams, then (delta, floor, expire-at) per counter.
+# A batch already applied (its reply was lost) is not applied twice. A floor is the last
+# total this replica read: if Redis restarted empty, the counter is raised back to it first.
+_APPLY = """
+local seq = tonumber(ARGV[1])
+local done = tonumber(redis.call('GET', KEYS[1]) or '0') >= seq
+local nteams = tonumber(ARGV[4])
+for i = 1, nteams do redis.call('SADD', KEYS[2], ARGV[4 + i]) end
+if nteams > 0 then redis.call('EXPIREAT', KEYS[2], ARGV[3]) end
+local base = 4 + nteams
+local values = {}
+for i = 3, #KEYS do
+  local j = base + (i - 3) * 3
+  local delta, floor = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if cur < floor then redis.call('SET', KEYS[i], floor); cur = floor end
+  if delta > 0 and not done then cur = redis.call('INCRBY', KEYS[i], delta) end
+  if cur > 0 then redis.call('EXPIREAT', KEYS[i], ARGV[j + 3]) end
+  values[#values + 1] = cur
+end
+if seq > 0 then redis.call('SET', KEYS[1], seq, 'EX', ARGV[2]) end
+return {values, redis.call('SMEMBERS', KEYS[2])}
+"""
+
+
+def day_key(team: str, day: str) -> str:
+    return f"{PREFIX}{team}:d:{day}"
+
+
+def month_key(team: str, month: str) -> str:
+    return f"{PREFIX}{team}:m:{month}"
+
+
+def day_end(day: str) -> datetime:
+    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC) + timedelta(days=1)
+
+
+def month_end(month: str) -> datetime:
+    start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
+    return (start + timedelta(days=32)).replace(day=1)
+
+
+@dataclass(slots=True)
+class _Batch:
+    seq: int
+    tokens: dict[tuple[str, str], int]  # (team, day) -> tokens
+
+
+class SharedState:
+    """Redis-backed quota totals and summary cache for one replica."""
+
+    def __init__(
+        self,
+        client: Redis,
+        quotas: QuotaBook,
+        metrics: Metrics,
+        *,
+        interval_s: float = SYNC_INTERVAL_S,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.client = client
+        self.quotas = quotas
+        self.interval_s = interval_s
+        self.health = Health(metrics)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._replica = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._seq = 0
+        self._batch: _Batch | None = None  # taken from the book, not yet acknowledged
+        self._seen: dict[str, int] = {}  # counter key -> last total read (this period only)
+        self._lock = asyncio.Lock()
+        self._apply = client.register_script(_APPLY)
+        self._summaries = RedisSummaryStore(client, self.health)
+        quotas.share()
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        quotas: QuotaBook,
+        metrics: Metrics,
+        *,
+        usage_log: str | None = None,
+        interval_s: float = SYNC_INTERVAL_S,
+    ) -> SharedState:
+        """Connect and read the shared totals; never raises because Redis is down.
+
+        With Redis up its counters are the truth and the local usage log is not read (it
+        holds only this replica's share, already counted there). With Redis down the book
+        is rebuilt from `usage_log`, if given, until the first successful sync replaces it.
+        A URL that is not a Redis URL raises ValueError.
+        """
+        state = cls(connect(url), quotas, metrics, interval_s=interval_s)
+        if not await state.sync() and usage_log and usage_log != "-":
+            await asyncio.to_thread(quotas.rebuild, usage_log)
+        return state
+
+    @property
+    def healthy(self) -> bool:
+        return self.health.up is True
+
+    def summary_store(self) -> RedisSummaryStore:
+        return self._summaries
+
+    async def open_summary_store(self, url: str | None) -> SummaryStore:
+        """A Summarizer's `store_opener`: the shared store, unless a policy names its own."""
+        if url is None:
+            return self._summaries
+        return await open_store(url)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sync every `interval_s` until `stop` is set."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+            await self.sync()
+
+    async def aclose(self) -> None:
+        """Hand over what is still unsent (if Redis answers soon), then close the pool."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.sync(), FINAL_SYNC_S)  # an unreachable host: give up
+        await self.client.aclose()
+
+    async def sync(self) -> bool:
+        """One round: push unsent increments, install global totals. False if Redis failed."""
+        async with self._lock:
+            try:
+                # A batch held back by an outage goes first; what came since follows at once.
+                if await self._sync():
+                    await self._sync()
+            except FAILURES as exc:
+                self.health.failed("sync", exc, self._unsent())
+                return False
+            except Exception:  # a bug here must not end the loop or reach a request
+                log.exception("shared state: sync failed")
+                self.health.failed("sync", RuntimeError("internal error"), self._unsent())
+                return False
+            self.health.ok(self._unsent())
+            return True
+
+    def _unsent(self) -> int:
+        held = sum(self._batch.tokens.values()) if self._batch else 0
+        return held + self.quotas.unsent()
+
+    async def _sync(self) -> bool:
+        """One round trip (two for teams new to us); True if it sent a retried batch only."""
+        now = self._clock()
+        today, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
+        retried = self._batch is not None
+        if self._batch is None:
+            taken = self.quotas.take_pending()
+            if taken:
+                self._seq += 1
+                self._batch = _Batch(self._seq, taken)
+        batch = self._batch
+        counters: dict[str, list[int]] = {}  # key -> [delta, expire-at]
+        known = set(self.quotas.teams())  # as of now: teams added during the await wait a round
+        for team in known:
+            counters[day_key(team, today)] = [0, _ts(day_end(today))]
+            counters[month_key(team, month)] = [0, _ts(month_end(month))]
+        for (team, day), tokens in (batch.tokens if batch else {}).items():
+            for key, end in (
+                (day_key(team, day), day_end(day)),
+                (month_key(team, day[:7]), month_end(day[:7])),
+            ):
+                counters.setdefault(key, [0, _ts(end)])[0] += tokens
+        teams_key = f"{PREFIX}teams:{month}"
+        new_teams = sorted({team for team, _ in batch.tokens}) if batch else []
+        args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S]
+        args += [_ts(month_end(month)), len(new_teams), *new_teams]
+        for key, (delta, at) in counters.items():
+            args += [delta, self._seen.get(key, 0), at]
+        keys = [f"{PREFIX}applied:{self._replica}", teams_key, *counters]
+        reply: list[Any] = await self._apply(keys=keys, args=args)
+        self._batch = None  # acknowledged: applied exactly once
+        # Floors for the next round: what Redis holds now, our batch included.
+        self._seen = totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}
+        others = sorted(set(reply[1]) - known)
+        if others:  # teams counted only by other replicas so far
+            more = [k for t in others for k in (day_key(t, today), month_key(t, month))]
+            values = await self.client.mget(more)
+            totals.update({k: int(v or 0) for k, v in zip(more, values, strict=True)})
+        for team in sorted(known.union(others)):
+            day_total = totals.get(day_key(team, today), 0)
+            month_total = totals.get(month_key(team, month), 0)
+            self.quotas.install(team, today, day_total, month_total)
+            self.health.metrics.set_shared_quota(team, day_total, month_total)
+        return retried and self.quotas.unsent() > 0
+
+
+def _ts(when: datetime) -> int:
+    return int((when + PERIOD_MARGIN).timestamp())

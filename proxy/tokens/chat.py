@@ -1,0 +1,297 @@
+"""Chat tokens: what a message and a request cost in a model's prompt, counted the way the
+provider counts them, each message's count cached.
+
+Counting (OpenAI's chat format; checked against published API counts in tests):
+- each message: 3 + tokens(role) + tokens(content); a `name` adds tokens(name) + 1;
+  a legacy `function` message costs 2 less; a `function_call` or each of `tool_calls`
+  adds tokens(name) + tokens(arguments) + 3; a `tool_call_id` adds its tokens (a stand-in
+  for the function name OpenAI renders there: slightly over, never under);
+- content parts: text (and refusal) parts as text, `image_url` parts by proxy.tokens.images,
+  other parts (audio, files) are not counted;
+- per request: 3 for reply priming (2 for o3/o4 models, as the API reports);
+  `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.tokens.function_schema;
+  legacy `functions` alone nest as they did: indented, nested descriptions dropped) + 9,
+  less 1 for `tools` with a property that has no description (render_functions says why),
+  minus 4 when a system message is present, whose first one is padded with a newline;
+  `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call`
+  +4 + tokens(name); a `response_format` json_schema: tokens of its name and compact JSON
+  schema + 8.
+Counts per message are cached by content (Python's 64-bit hash of the message's strings,
+or of its JSON bytes), in a bounded cache shared by all tokenizers (token_text.CountCache).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Any, TypeVar
+
+import orjson
+
+from proxy.tokens.function_schema import json_text, render_functions
+from proxy.tokens.images import ImageRule, image_tokens
+from proxy.tokens.text import CountCache, HFText, TiktokenText
+from proxy.types import Alongside, Body, Message
+
+_PLAIN_KEYS = frozenset(("role", "content", "name"))
+# New message text from which count_messages counts in a thread (about 16k tokens, a few
+# milliseconds of tiktoken: worth a thread's start).
+_THREAD_CHARS = 64 * 1024
+T = TypeVar("T")
+
+
+class ChatTokenizer:
+    """A model's `Tokenizer`: text counts from a backend, OpenAI's chat rules, a count cache."""
+
+    def __init__(
+        self,
+        text: TiktokenText | HFText,
+        cache: CountCache,
+        images: ImageRule,
+        factor: float = 1.0,
+        priming: int = 3,
+    ) -> None:
+        self._text = text
+        self._priming = priming
+        self._cache = cache
+        self._images = images
+        self._factor = factor
+        self._name = text.name if factor == 1.0 else f"estimate:{text.name}*{factor:g}"
+        self._roles: dict[str, int] = {}
+        self._tag = hash((self._name, images))  # the cache key's tokenizer part, hashed once
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def estimated(self) -> bool:
+        return self._factor != 1.0
+
+    def count_text(self, text: str) -> int:
+        key = hash(("t", self._tag, text))
+        count = self._cache.get(key)
+        if count is None:
+            count = self._scale(self._text.count(text))
+            self._cache.put(key, count)
+        return count
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        limit = math.floor(max_tokens / self._factor + 1e-9)  # raw tokens within the budget
+        if limit <= 0:
+            return ""
+        total, prefix = self._text.prefixes(text)
+        if total <= limit:
+            return text
+        # A prefix of the tokens can re-encode differently; step until it provably fits
+        # and one more token would not.
+        k = limit
+        best = prefix(k)
+        while k > 0 and self._text.count(best) > limit:
+            k -= 1
+            best = prefix(k)
+        while k < total:
+            longer = prefix(k + 1)
+            if self._text.count(longer) > limit:
+                break
+            k, best = k + 1, longer
+        return best
+
+    def _key(self, message: Message) -> int | None:
+        """The count cache's key for `message`; None if it cannot have one."""
+        content = message.get("content")
+        if type(content) is str and message.keys() <= _PLAIN_KEYS:
+            return hash((self._tag, message.get("role"), content, message.get("name")))
+        try:
+            return hash((self._tag, orjson.dumps(message)))
+        except TypeError:  # not JSON-serializable: counted without caching
+            return None
+
+    def seen(self, messages: list[Message], sample: int = 16) -> bool:
+        """Whether up to `sample` messages spread over all but the newest two have their
+        counts cached: then the conversation was here before (a chat's next turn), and
+        counting it is mostly lookups."""
+        older = messages[:-2]
+        step = max(1, len(older) // sample)
+        get = self._cache.get
+        for m in older[::step]:
+            key = self._key(m) if isinstance(m, dict) else None
+            if key is None or get(key) is None:
+                return False
+        return True
+
+    def count_message(self, message: Message) -> int:
+        key = self._key(message)
+        if key is None:
+            return self._scale(self._message(message))
+        count = self._cache.get(key)
+        if count is None:
+            count = self._scale(self._message(message))
+            self._cache.put(key, count)
+        return count
+
+    def count_messages(
+        self, messages: list[Message], alongside: Alongside | None = None
+    ) -> list[int]:
+        """`count_message` of each message, in one call: a request's history is counted
+        in a loop of hundreds, where a call and a lookup per message add up.
+
+        The usual messages (a role and a text) not counted before are counted together,
+        in one call to the tokenizer (`count_many`). When they come to _THREAD_CHARS or
+        more (a first look at a long conversation), that call runs in a thread, free of
+        the GIL, and `alongside` runs on this thread meanwhile: work the caller may need
+        (reading the history for relevance), done in steps while its argument says the
+        count still runs. Otherwise `alongside` is not run.
+        """
+        tag, get, put, plain = self._tag, self._cache.get, self._cache.put, _PLAIN_KEYS
+        out: list[int] = []
+        new: list[tuple[int, int, str, str]] = []  # place in out, cache key, role, text
+        for m in messages:
+            content = m.get("content")
+            # A role and a text, the usual message, is within the plain keys at a glance.
+            if type(content) is str and ((len(m) == 2 and "role" in m) or m.keys() <= plain):
+                role = m.get("role")
+                key = hash((tag, role, content, m.get("name")))
+                count = get(key)
+                if count is None:
+                    if len(m) == 2 and type(role) is str and role != "function":
+                        new.append((len(out), key, role, content))  # counted below
+                        count = 0
+                    else:
+                        count = self._scale(self._message(m))
+                        put(key, count)
+                out.append(count)
+                continue
+            out.append(self.count_message(m))
+        if new:
+            texts = [text for _, _, _, text in new]
+            if alongside is not None and sum(map(len, texts)) >= _THREAD_CHARS:
+                counting = _in_thread(partial(self._text.count_many, texts))
+                alongside(counting.running)
+                counts = counting.result()
+            else:
+                counts = self._text.count_many(texts)
+            for (place, key, role, _), n in zip(new, counts, strict=True):
+                # 3 + role + content, as _message counts a message without a name.
+                out[place] = count = self._scale(3 + self._role(role) + n)
+                put(key, count)
+        return out
+
+    def count_request_overhead(self, body: Body) -> int:
+        return self._scale(self._overhead(body))
+
+    def count_request(self, body: Body) -> int:
+        """All prompt tokens of a chat-completion body: its messages plus the overhead."""
+        messages = body.get("messages") or ()
+        return sum(self.count_message(m) for m in messages) + self.count_request_overhead(body)
+
+    def _scale(self, raw: int) -> int:
+        return raw if self._factor == 1.0 else math.ceil(raw * self._factor)
+
+    def _message(self, message: Message) -> int:
+        count = self._text.count
+        role = message.get("role")
+        n = 3 + (self._role(role) if isinstance(role, str) else 0)
+        content = message.get("content")
+        if isinstance(content, str):
+            n += count(content)
+        elif isinstance(content, list):
+            n += sum(self._part(part) for part in content)
+        name = message.get("name")
+        if isinstance(name, str) and name:
+            n += count(name) + 1
+        if role == "function":
+            n -= 2
+        calls = [message.get("function_call")]
+        calls += [c.get("function") for c in message.get("tool_calls") or () if isinstance(c, dict)]
+        for call in calls:
+            if isinstance(call, dict):
+                parts = (call.get("name"), call.get("arguments"))
+                n += 3 + sum(count(v) for v in parts if isinstance(v, str))
+        for key in ("tool_call_id", "refusal"):
+            value = message.get(key)
+            if isinstance(value, str):
+                n += count(value)
+        return n
+
+    def _role(self, role: str) -> int:
+        # A handful of roles recur in every message: remember their counts.
+        found = self._roles.get(role)
+        if found is None:
+            found = self._text.count(role)
+            if len(self._roles) < 64:
+                self._roles[role] = found
+        return found
+
+    def _part(self, part: object) -> int:
+        if isinstance(part, str):
+            return self._text.count(part)
+        if not isinstance(part, dict):
+            return 0
+        kind = part.get("type")
+        if kind == "image_url":
+            return image_tokens(part.get("image_url"), self._images)
+        text = part.get("text") if kind in ("text", "input_text") else part.get("refusal")
+        return self._text.count(text) if isinstance(text, str) else 0
+
+    def _overhead(self, body: Body) -> int:
+        count = self._text.count
+        n = self._priming  # every reply is primed with <|start|>assistant<|message|>
+        # Bodies come from clients: any field may have any JSON type, so shapes are checked.
+        functions = [t.get("function", t) for t in _dicts(body.get("tools"))]
+        functions = [f for f in functions if isinstance(f, dict)]
+        only_legacy = not functions  # only legacy `functions`: nested parts render as they did
+        functions += _dicts(body.get("functions"))
+        if functions:
+            rendered, less = render_functions(functions, only_legacy)
+            n += count(rendered) - less + 9
+            system = next((m for m in _dicts(body.get("messages")) if _role(m) == "system"), None)
+            if system is not None:
+                n -= 4
+                text = system.get("content")
+                if isinstance(text, str):  # OpenAI pads that system message with a newline
+                    n += count(text + "\n") - count(text)
+        # A named tool costs 7 + its name; a named legacy function_call 4 + its name.
+        legacy = "tool_choice" not in body
+        choice = body.get("function_call") if legacy else body.get("tool_choice")
+        if choice == "none":
+            n += 1
+        elif isinstance(choice, dict):
+            named = choice.get("function") or choice
+            name = named.get("name") if isinstance(named, dict) else None
+            n += (4 if legacy else 7) + (count(name) if isinstance(name, str) else 0)
+        response_format = body.get("response_format")
+        schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
+        if isinstance(schema, dict):
+            try:
+                rendered = orjson.dumps(schema.get("schema")).decode()
+            except orjson.JSONEncodeError:  # nested past orjson's limit: our own, any depth
+                rendered = json_text(schema.get("schema"))
+            n += 8 + count(str(schema.get("name", ""))) + count(rendered)
+        return n
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _in_thread(work: Callable[[], T]) -> Future[T]:
+    """`work` started in a thread of its own; its future holds its value or exception."""
+    future: Future[T] = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as error:  # handed to the caller, which raises it
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="count", daemon=True).start()
+    return future

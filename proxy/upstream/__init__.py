@@ -1,0 +1,14 @@
+"""The one HTTP client for the upstream, the SSE relay tap, and header hygiene."""
+
+from proxy.upstream.client import Timeouts, Upstream, UpstreamBroke, UpstreamResponse, clean_headers
+from proxy.upstream.sse import StreamTap, error_event
+
+__all__ = [
+    "StreamTap",
+    "Timeouts",
+    "Upstream",
+    "UpstreamBroke",
+    "UpstreamResponse",
+    "clean_headers",
+    "error_event",
+]

@@ -1,0 +1,18 @@
+"""Usage: the per-request ledger and its writer, quotas, Prometheus metrics."""
+
+from proxy.usage.labels import OTHER
+from proxy.usage.ledger import ThresholdWatch, UsageLog, UsageRecord, level_for
+from proxy.usage.metrics import Metrics, route_group
+from proxy.usage.quotas import QuotaBook, QuotaStatus
+
+__all__ = [
+    "OTHER",
+    "Metrics",
+    "QuotaBook",
+    "QuotaStatus",
+    "ThresholdWatch",
+    "UsageLog",
+    "UsageRecord",
+    "level_for",
+    "route_group",
+]

@@ -1,0 +1,567 @@
+"""Tests for the planning façade: every rule of the budget algorithm, end to end."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, cast
+
+import orjson
+import pytest
+
+from proxy.errors import ContextLengthExceeded
+from proxy.planner import request as planning
+from proxy.planner.items import MARKER
+from proxy.planner.request import ExtraSummary, plan_request
+from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
+from proxy.relevance.scoring import TermIndex
+from proxy.tokens.counter import TokenCounter
+from proxy.types import Tokenizer
+from tests.planner_fakes import WordTokenizer
+
+WORDS = WordTokenizer()
+OFF = Policy(history=HistoryPolicy(keep_recent=2, relevance="off"))
+
+
+def words(n: int, word: str = "w") -> str:
+    return " ".join(f"{word}{i}" for i in range(n))
+
+
+def sys(text: str = "You are helpful.", **extra: Any) -> dict[str, Any]:
+    return {"role": "system", "content": text, **extra}
+
+
+def user(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "user", "content": text, **extra}
+
+
+def assistant(text: str | None, **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **extra}
+
+
+def chat(turns: int, size: int = 50) -> list[dict[str, Any]]:
+    msgs = [sys()]
+    for t in range(turns):
+        msgs += [
+            user(f"question{t} " + words(size, f"q{t}_")),
+            assistant(f"answer{t} " + words(size, f"a{t}_")),
+        ]
+    return msgs
+
+
+def body_of(messages: list[Any], **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": messages, **extra}
+
+
+def forwarded_tokens(body: dict[str, Any], tokenizer: Tokenizer = WORDS) -> int:
+    return sum(
+        tokenizer.count_message(m) for m in body["messages"]
+    ) + tokenizer.count_request_overhead(body)
+
+
+def actions(outcome: Any) -> list[tuple[int, str, str]]:
+    return [(it.message, it.kind, it.action) for it in outcome.report.items]
+
+
+# --- pass-through -----------------------------------------------------------------------
+
+
+def test_within_budget_is_forwarded_as_it_came() -> None:
+    body = body_of([sys(), user("hello")])
+    out = plan_request(body, OFF, WORDS, 10_000)
+    assert out.changed is False and out.body is body
+    assert (out.trimmed, out.dropped, out.tokens_before) == (0, 0, out.tokens_after)
+    assert out.budget == 8000
+
+
+def test_within_budget_only_tags_removed() -> None:
+    msgs = [
+        sys(),
+        user("a <context section='memory'>fact</context> b", name="x"),
+        user("q", x_context={}),
+    ]
+    body = body_of(msgs)
+    snapshot = copy.deepcopy(body)
+    out = plan_request(body, OFF, WORDS, 10_000)
+    assert out.changed and out.trimmed == 0
+    assert out.body["messages"] == [sys(), user("a fact b", name="x"), user("q")]
+    assert body == snapshot
+
+
+def test_no_context_window_means_no_trimming() -> None:
+    body = body_of([*chat(50), user("now", x_context={"section": "goal"})])
+    out = plan_request(body, OFF, WORDS, None)
+    assert out.budget is None and out.trimmed == 0
+    assert len(out.body["messages"]) == len(body["messages"])
+    assert "x_context" not in out.body["messages"][-1]
+
+
+# --- fitting ------------------------------------------------------------------------------
+
+
+def test_over_budget_fits_and_keeps_required_and_order() -> None:
+    msgs = [*chat(40), user("the question")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 1000)
+    assert out.changed and out.dropped > 0
+    assert forwarded_tokens(out.body) == out.tokens_after <= out.budget == 800
+    fwd = out.body["messages"]
+    assert fwd[0] is msgs[0] and fwd[-1] is msgs[-1]
+    positions = [msgs.index(m) for m in fwd]
+    assert positions == sorted(positions)
+    # recency: what is kept of history is the newest, contiguous
+    assert positions[1:] == list(range(positions[1], len(msgs)))
+
+
+def test_max_tokens_reserves_output() -> None:
+    body = body_of([*chat(40), user("now")], max_tokens=500)
+    out = plan_request(body, OFF, WORDS, 1000)
+    assert out.budget == 1000 - 500 - 16
+    assert out.tokens_after <= out.budget
+
+
+@pytest.mark.parametrize("tokenizer_model", ["gpt-4o-mini", "gpt-4", "claude-3-5-sonnet"])
+def test_real_tokenizer_fits(tokenizer_model: str) -> None:
+    tokenizer = TokenCounter().for_model(tokenizer_model, Policy())
+    msgs = [
+        *chat(60, 80),
+        user("Which answer mentioned a17_3? <context section='memory'>Ünïcödé fact ✓</context>"),
+    ]
+    out = plan_request(body_of(msgs), Policy(), tokenizer, 4000)
+    assert out.tokens_after <= out.budget == 3200
+    assert out.tokens_after == sum(
+        tokenizer.count_message(m) for m in out.body["messages"]
+    ) + tokenizer.count_request_overhead(out.body)
+
+
+# --- required overflow ----------------------------------------------------------------------
+
+
+def test_required_overflow_rejects_with_a_breakdown() -> None:
+    body = body_of([sys(words(300)), user(words(600))])
+    with pytest.raises(ContextLengthExceeded) as info:
+        plan_request(body, OFF, WORDS, 1000)
+    message = info.value.message
+    assert "800" in message and "system_prompt" in message and "recent_messages" in message
+    assert info.value.code == "context_length_exceeded"
+
+
+def test_required_overflow_truncates_the_current_turn_last() -> None:
+    policy = Policy(
+        budget=BudgetPolicy(on_required_overflow="truncate"), history=HistoryPolicy(relevance="off")
+    )
+    body = body_of([sys(words(700)), user("old " + words(50)), user(words(300))])
+    out = plan_request(body, policy, WORDS, 1000)
+    fwd = out.body["messages"]
+    assert out.tokens_after <= 800
+    assert fwd[0]["content"].endswith(MARKER)
+    assert fwd[-1]["content"] == body["messages"][-1]["content"]  # current turn untouched
+    assert len(fwd) == 2  # history dropped
+
+
+def test_required_overflow_cuts_current_turn_when_it_must() -> None:
+    policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
+    body = body_of([sys("short"), user(words(2000))])
+    out = plan_request(body, policy, WORDS, 1000)
+    assert out.tokens_after <= 800
+    assert out.body["messages"][-1]["content"].endswith(MARKER)
+    assert out.truncated == 1
+
+
+def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came() -> None:
+    # Found by the planner's property test: the required parts (two opaque messages and an
+    # empty turn) are over a tiny budget and nothing can be cut. The original body goes
+    # (its bytes, not a copy), and the overflow is told once, with its real size.
+    policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
+    body = body_of([None, None, user("", name="m2")])
+    out = plan_request(body, policy, WORDS, 20)
+    assert out.body is body and not out.changed and out.trimmed == 0
+    assert out.tokens_after == out.tokens_before == 18 > out.budget == 16
+    assert out.problems[-2:] == [
+        "required parts over the budget by 2 tokens: cut, current turn last",
+        "could not fit the budget of 16 tokens; sent 18",
+    ]
+
+
+LONG_HISTORY = [
+    sys(),
+    *[
+        (user if i % 2 else assistant)(
+            f"turn {i} about {'ledgers' if i == 7 else 'weather'} " + "x " * 3000
+        )
+        for i in range(1, 30)
+    ],
+    user("what about the ledgers?"),
+]
+
+
+def test_a_long_new_history_is_read_for_relevance_while_it_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The first look at a long conversation counts it in a thread and reads its words for
+    # relevance meanwhile (here the count waits for the reading, to make that visible);
+    # with relevance off nothing is read. The plan is the same.
+    for relevance in ("bm25", "off"):
+        policy = Policy(history=HistoryPolicy(relevance=relevance))
+        terms = TermIndex()
+        tokenizer = TokenCounter().for_model("gpt-4o", policy)
+        count_many = tokenizer._text.count_many  # type: ignore[attr-defined]
+
+        def slow(
+            texts: list[str],
+            terms: TermIndex = terms,
+            count_many: Any = count_many,
+            wait: float = 5.0 if relevance == "bm25" else 0.0,
+        ) -> list[int]:
+            deadline = time.monotonic() + wait
+            while len(terms._docs) < len(LONG_HISTORY) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            return cast(list[int], count_many(texts))
+
+        monkeypatch.setattr(tokenizer._text, "count_many", slow)  # type: ignore[attr-defined]
+        out = plan_request(body_of(LONG_HISTORY), policy, tokenizer, 128_000, terms=terms)
+        assert not out.changed  # within the budget: forwarded as it came
+        assert len(terms._docs) == (len(LONG_HISTORY) if relevance == "bm25" else 0)
+    # Over a budget, the history read ahead plans as a fresh read would, and relevance
+    # keeps the old turn the question is about.
+    policy = Policy()
+    planned = [
+        plan_request(
+            body_of(LONG_HISTORY),
+            policy,
+            TokenCounter().for_model("gpt-4o", policy),
+            60_000,
+            terms=terms,
+        )
+        for terms in (TermIndex(), None)
+    ]
+    assert orjson.dumps(planned[0].body) == orjson.dumps(planned[1].body) and planned[0].trimmed
+    assert any("ledgers" in m["content"] for m in planned[0].body["messages"][1:-1])
+
+
+def test_the_history_is_read_in_steps_only_while_the_count_runs() -> None:
+    # Within the budget, what is not read by the time the count is done is not needed.
+    texts = [user(f"turn {i} " + "word " * 5) for i in range(3 * planning._READ_STEP + 5)]
+    answers = iter([True, True, False, True])
+    terms = TermIndex()
+    planning._read_history(texts, terms, lambda: next(answers))
+    assert len(terms._docs) == 2 * planning._READ_STEP
+
+
+# --- tool groups -------------------------------------------------------------------------------
+
+
+def tool_turn(call_id: str, size: int) -> list[dict[str, Any]]:
+    return [
+        user(f"run {call_id}"),
+        assistant(
+            None,
+            tool_calls=[
+                {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        ),
+        {"role": "tool", "tool_call_id": call_id, "content": words(size, call_id)},
+        assistant(f"done {call_id}"),
+    ]
+
+
+def test_tool_groups_kept_or_dropped_whole() -> None:
+    msgs = [sys()]
+    for i in range(12):
+        msgs += tool_turn(f"c{i}", 40)
+    msgs.append(user("now"))
+    out = plan_request(body_of(msgs), OFF, WORDS, 600)
+    fwd = out.body["messages"]
+    calls = {m["tool_calls"][0]["id"] for m in fwd if m.get("tool_calls")}
+    results = {m["tool_call_id"] for m in fwd if m.get("role") == "tool"}
+    assert calls == results and calls
+    assert out.tokens_after <= out.budget
+
+
+def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
+    msgs = [sys(), *tool_turn("big", 2000), user("now")]
+    policy = Policy(history=HistoryPolicy(keep_recent=3, relevance="off"))
+    out = plan_request(body_of(msgs), policy, WORDS, 1000)
+    fwd = out.body["messages"]
+    tool = next(m for m in fwd if m.get("role") == "tool")
+    assert tool["content"].endswith(MARKER)
+    assert any(m.get("tool_calls") for m in fwd)
+    assert out.truncated == 1 and out.tokens_after <= out.budget
+
+
+# --- sections, strategies, overflow ---------------------------------------------------------------
+
+
+def test_score_strategy_keeps_the_best_retrieved_blocks() -> None:
+    docs = "".join(
+        f'<context section="retrieved_context" score="{s}">{words(150, f"d{s}")}</context>'
+        for s in ("0.1", "0.9", "0.5", "0.7")
+    )
+    msgs = [sys(), *chat(20, 20), user("docs: " + docs), assistant("ok"), user("now")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 1000)
+    kept = [it for it in out.report.items if it.kind == "block" and it.action == "keep"]
+    dropped = [it for it in out.report.items if it.kind == "block" and it.action == "drop"]
+    assert kept and dropped
+    assert out.tokens_after <= out.budget
+    text = " ".join(str(m.get("content")) for m in out.body["messages"])
+    assert "d0.9" in text and "d0.1" not in text
+
+
+def test_memory_is_truncated_with_a_marker_not_dropped() -> None:
+    system = "Rules.\n## Memory\n" + words(900, "fact")
+    msgs = [sys(system), *chat(10, 20), user("now")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 1000)
+    fwd_sys = out.body["messages"][0]["content"]
+    assert fwd_sys.startswith("Rules.\n## Memory\nfact0 fact1")
+    assert MARKER in fwd_sys
+    assert out.tokens_after <= out.budget
+    section = next(s for s in out.report.sections if s.section == "memory")
+    assert section.truncated == 1 and section.reserved == 80
+
+
+def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
+    msgs = [sys(), user("old " + words(400)), assistant("old " + words(400))]
+    msgs += [user('<context section="scaffolding_reminder">' + words(600, "r") + "</context> hi")]
+    msgs.append(user("now"))
+    policy = Policy(history=HistoryPolicy(keep_recent=5, relevance="off"))
+    out = plan_request(body_of(msgs), policy, WORDS, 1000)
+    by_msg = {(it.message, it.kind): it for it in out.report.items}
+    reminder = by_msg[(3, "block")]
+    assert reminder.action == "truncate"
+    assert reminder.tokens_after >= 40  # floor(800 * 0.05): its own reservation
+    assert by_msg[(2, "message")].action == "keep"  # high priority history first
+    assert by_msg[(1, "message")].action == "drop"  # then no room for the older
+    assert out.tokens_after <= out.budget
+
+
+# --- dedupe ------------------------------------------------------------------------------------
+
+
+def test_dedupe_by_id_content_and_summary_lines() -> None:
+    doc = words(40, "doc")
+    msgs = [
+        sys(
+            "Base.\n## Memory\n- Alice lives in Paris\n- likes tea\n## Conversation Summary\n- alice LIVES in paris\n- we discussed cars\n"
+        ),
+        user(f'<context section="retrieved_context" id="k1">{doc}</context> first'),
+        user(f'<context section="retrieved_context" id="k1">other text {doc}</context> second'),
+        user(f'<context section="retrieved_context">  OTHER text {doc.upper()}  </context> third'),
+        *chat(20, 30)[1:],
+        user("now"),
+    ]
+    out = plan_request(body_of(msgs), OFF, WORDS, 1200)
+    deduped = [it for it in out.report.items if it.action == "dedupe"]
+    reasons = " | ".join(it.reason for it in deduped)
+    assert "duplicate id 'k1'" in reasons
+    assert "same content" in reasons
+    assert "summary lines already in memory" in reasons
+    assert (
+        "alice lives in paris"
+        not in out.body["messages"][0]["content"].lower().split("## conversation summary")[1]
+    )
+    assert out.deduped == len(deduped) >= 3
+
+
+def test_within_budget_no_dedupe() -> None:
+    msgs = [sys(), user("same long content " * 10), user("same long content " * 10), user("now")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 100_000)
+    assert out.deduped == 0 and not out.changed
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+
+def clustered(n_cluster: int) -> list[dict[str, Any]]:
+    msgs = [sys()]
+    for t in range(n_cluster):
+        msgs += [
+            user(f"early{t} " + words(60), x_context={"cluster": "early"}),
+            assistant(f"reply{t} " + words(60), x_context={"cluster": "early"}),
+        ]
+    msgs.append(assistant("SUMMARY of the early part", x_context={"summary_of": "early"}))
+    msgs += chat(6, 40)[1:]
+    msgs.append(user("now"))
+    return msgs
+
+
+def test_summary_takes_the_place_of_the_first_dropped_member() -> None:
+    msgs = clustered(6)
+    out = plan_request(body_of(msgs), OFF, WORDS, 900)
+    fwd = out.body["messages"]
+    summary = next(i for i, m in enumerate(fwd) if m.get("content") == "SUMMARY of the early part")
+    assert "x_context" not in fwd[summary]
+    assert out.summarized > 0
+    assert any(it.action == "summary-inserted" for it in out.report.items)
+    # it sits where the first dropped member was: right after what was kept before it
+    assert summary == 1
+    assert out.tokens_after <= out.budget
+
+
+def test_summary_removed_when_its_cluster_is_kept_whole() -> None:
+    msgs = [sys(), user("old " + words(400)), assistant("old " + words(400))]
+    msgs += [user("a", x_context={"cluster": "k"}), assistant("b", x_context={"cluster": "k"})]
+    msgs += [assistant("summary of k", x_context={"summary_of": "k"}), user("now")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 600)
+    contents = [m.get("content") for m in out.body["messages"]]
+    assert "a" in contents and "b" in contents and "summary of k" not in contents
+    item = next(it for it in out.report.items if it.message == 5)
+    assert item.action == "drop" and "kept whole" in item.reason
+
+
+def test_extra_summary_replaces_a_dropped_span() -> None:
+    msgs = [*chat(30), user("now")]
+    extra = [ExtraSummary(1, 21, "the first ten turns, in short", key="abc")]
+    out = plan_request(body_of(msgs), OFF, WORDS, 1200, extra_summaries=extra)
+    fwd = out.body["messages"]
+    assert fwd[1]["role"] == "system" and "the first ten turns" in fwd[1]["content"]
+    assert out.summarized > 0 and out.tokens_after <= out.budget
+
+
+# --- relevance, visibility, report ------------------------------------------------------------------
+
+
+def test_relevance_keeps_an_old_turn_about_the_question() -> None:
+    msgs = [sys(), user("my locker code is 4417 and the zebra is blue"), assistant("noted")]
+    msgs += chat(30, 30)[1:]
+    msgs.append(user("what colour is the zebra?"))
+    on = plan_request(body_of(msgs), Policy(), WORDS, 1000)
+    off = plan_request(body_of(msgs), OFF, WORDS, 1000)
+    assert any("zebra is blue" in str(m.get("content")) for m in on.body["messages"])
+    assert not any("zebra is blue" in str(m.get("content")) for m in off.body["messages"])
+
+
+def test_visibility_note_is_counted() -> None:
+    policy = Policy(
+        visibility=VisibilityPolicy(prompt_report=True), history=HistoryPolicy(relevance="off")
+    )
+    out = plan_request(body_of([*chat(30), user("now")]), policy, WORDS, 1000)
+    system = out.body["messages"][0]["content"]
+    assert "Context budget:" in system and "/800 tokens" in system
+    assert forwarded_tokens(out.body) <= 800
+    small = plan_request(body_of([sys(), user("hi")]), policy, WORDS, 1000)
+    assert small.changed and "Context budget:" in small.body["messages"][0]["content"]
+
+
+def test_report_json_shape() -> None:
+    out = plan_request(body_of([*chat(30), user("now")]), OFF, WORDS, 1000)
+    data = orjson.loads(orjson.dumps(out.report.to_json()))
+    assert data["budget"] == 800 and data["tokens_after"] == out.tokens_after
+    assert {"section", "reserved", "allocated", "used", "kept", "dropped", "truncated"} <= set(
+        data["sections"][0]
+    )
+    item = data["items"][1]
+    assert {"message", "role", "section", "priority", "tokens", "action", "reason"} <= set(item)
+    assert data["counts"]["drop"] == out.dropped
+    assert out.trimmed == out.dropped + out.truncated + out.deduped + out.summarized
+
+
+def test_deterministic() -> None:
+    msgs = [*clustered(5), user("again <context section='memory' id='m'>x y z</context>")]
+    a = plan_request(body_of(msgs), Policy(), WORDS, 900)
+    b = plan_request(body_of(copy.deepcopy(msgs)), Policy(), WORDS, 900)
+    assert orjson.dumps(a.body) == orjson.dumps(b.body)
+    assert a.report.to_json() == b.report.to_json()
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        None,
+        7,
+        "s",
+        [1, 2],
+        {"role": "user", "content": {"nested": [None]}},
+        {"role": "user", "content": None},
+        {"role": "assistant", "tool_calls": [None, 3, {"function": None}]},
+        {"role": ["x"], "content": "c"},
+    ],
+)
+def test_odd_messages_never_crash(odd: Any) -> None:
+    msgs = [*chat(20), odd, user("now")]
+    out = plan_request(body_of(msgs), Policy(), WORDS, 600)
+    assert odd in out.body["messages"] or (odd is None and None in out.body["messages"])
+    assert out.tokens_after <= out.budget
+
+
+# --- the terminal view -------------------------------------------------------------------------
+
+
+def test_plan_view_table_and_colour() -> None:
+    from proxy.cli.plan_view import render_plan
+
+    out = plan_request(
+        body_of([*chat(30), user("now <context section='memory'>m</context>")]), OFF, WORDS, 1000
+    )
+    plain = render_plan(out.report)
+    assert "budget 800" in plain and "recent_messages" in plain and "\x1b[" not in plain
+    assert "items: over budget" in plain  # a run of alike drops folded into one line
+    coloured = render_plan(out.report, color=True)
+    assert "\x1b[31m" in coloured and "\x1b[32m" in coloured
+    every = render_plan(out.report, collapse=False)
+    assert len(every.splitlines()) > len(plain.splitlines())
+
+
+def test_example_session_is_trimmed_out_of_the_box() -> None:
+    from pathlib import Path
+
+    from proxy.tokens.windows import ContextWindows
+
+    body = orjson.loads(
+        (Path(__file__).parents[2] / "examples" / "agent_session.json").read_bytes()
+    )
+    policy = Policy()
+    tokenizer = TokenCounter().for_model(body["model"], policy)
+    out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
+    actions = {it.action for it in out.report.items}
+    assert {"keep", "drop", "truncate", "dedupe", "summarize", "summary-inserted"} <= actions
+    assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
+    kinds = {it.kind for it in out.report.items}
+    assert {"block", "heading", "message"} <= kinds
+
+
+# --- work shared between tries -------------------------------------------------------------------
+
+
+def test_a_reused_planner_plans_as_a_fresh_one() -> None:
+    """The planner keeps its dedupe and choices between budgets (re-plans, the note's try):
+    every budget gets the plan a new planner would make, the dedupe saving taken once."""
+    from proxy.planner.allocation import Planner
+    from proxy.planner.costs import measure
+    from proxy.planner.sections import build_layout
+
+    msgs = [
+        sys("Base.\n## Memory\n- likes tea\n## Conversation Summary\n- likes tea\n- cars\n"),
+        user(words(30, "same")),
+        user(words(30, "same")),
+        *chat(12, 30)[1:],
+        user("now"),
+    ]
+
+    def planner() -> Planner:
+        layout = build_layout(msgs, OFF)
+        measure(layout, WORDS)
+        return Planner(layout, OFF, WORDS, 2000)
+
+    reused = planner()
+    budgets = [900, 400, 250, 900, 120]
+    for budget in budgets:
+        fresh = planner().plan(budget, 3)
+        again = reused.plan(budget, 3)
+        assert again.decisions == fresh.decisions
+        assert again.allocated == fresh.allocated
+    actions = {d.action for d in reused.plan(400, 3).decisions.values()}
+    assert "dedupe" in actions and "drop" in actions  # both paths were exercised
+
+
+def test_untagged_counts_are_the_message_counts_or_none() -> None:
+    from proxy.planner.plain_chat import untagged_counts as _untagged_counts
+
+    plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
+    assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]
+    for odd in (
+        user('see <context section="memory">x</context>'),
+        {**user("hi"), "x_context": {"section": "memory"}},
+        {"role": "user", "content": [{"type": "text", "text": "<context>x</context>"}]},
+        {"role": "user", "content": 5},
+        "not a message",
+    ):
+        assert _untagged_counts([*plain, odd], WORDS) is None

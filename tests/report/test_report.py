@@ -1,0 +1,257 @@
+"""The `report` command: totals equal sums over the log; table, CSV, JSON and HTML outputs."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import random
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.policy.model import ThresholdPolicy
+from proxy.report import totals as report
+from proxy.report.totals import aggregate, parse_since, percentile, report_main
+from proxy.types import Level
+from proxy.usage.ledger import UsageRecord, level_for
+
+TEAMS = ("research", "support", "default")
+MODELS = ("gpt-4o-mini", "gpt-4o", "my-llama", '<script>alert("x")</script>')
+
+
+def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[dict[str, Any]]:
+    """A log of `n` random records over 10 days, with some malformed lines mixed in."""
+    rnd = random.Random(seed)
+    start = datetime(2026, 10, 28, tzinfo=UTC)
+    recs = []
+    day_used: dict[tuple[str, str], int] = defaultdict(int)  # quota: tokens per team per day
+    with path.open("wb") as f:
+        for i in range(n):
+            when = start + timedelta(seconds=i * 864_000 / max(n, 1))
+            before, budget = rnd.randint(100, 12_000), 8000
+            after = min(before, budget)
+            util = before / budget if rnd.random() > 0.05 else None
+            level = (
+                Level.NORMAL
+                if util is None or util < 0.8
+                else Level.WARNING
+                if util < 0.9
+                else Level.CRITICAL
+            )
+            completion = rnd.randint(0, 900)
+            team, status = rnd.choice(TEAMS), rnd.choice((200,) * 8 + (429, 502))
+            day_used[team, when.date().isoformat()] += after + completion
+            used = day_used[team, when.date().isoformat()]
+            rec = UsageRecord(
+                ts=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                request_id=f"r{i}",
+                team=team,
+                model=rnd.choice(MODELS),
+                status=status,
+                quota_used=used,
+                quota_limit=None if team == "default" else 1_200_000,
+                quota_level=level_for(used / 1_200_000, ThresholdPolicy()),
+                error={429: "quota_exceeded", 502: "upstream_error" if i % 2 else None}.get(status),
+                budget=budget,
+                tokens_before=before,
+                tokens_after=after,
+                dropped=int(before > after),
+                deduped=int(rnd.random() < 0.03),
+                prompt_tokens=after,
+                completion_tokens=completion,
+                total_tokens=after + completion,
+                utilization=util,
+                level=level,
+                latency_ms=round(rnd.uniform(1, 5000), 3),
+                kind="summary" if rnd.random() < 0.05 else "chat",
+            )
+            f.write(rec.to_json_line())
+            recs.append(orjson.loads(rec.to_json_line()))
+            if garbage and i % 97 == 0:
+                f.write(b"{not json\n\n[]\n")
+        if garbage:
+            f.write(b'{"ts": "2026-11-0')  # a torn last line
+    return recs
+
+
+def brute(recs: list[dict[str, Any]], by: list[str]) -> dict[tuple[str, ...], dict[str, Any]]:
+    out: dict[tuple[str, ...], dict[str, Any]] = defaultdict(
+        lambda: defaultdict(int) | {"lat": []}  # type: ignore[operator]
+    )
+    for r in recs:
+        key = tuple(
+            r["ts"][:10] if k == "day" else r["ts"][:7] if k == "month" else str(r[k]) for k in by
+        )
+        g = out[key]
+        g["requests"] += 1
+        g["errors"] += r["status"] >= 400 or r["error"] is not None
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            g[k] += r[k]
+        removed = r["tokens_before"] - r["tokens_after"]
+        trimmed = removed > 0 or r["dropped"] or r["truncated"] or r["deduped"] or r["summarized"]
+        g["trimmed"] += bool(trimmed)
+        g["tokens_removed"] += max(removed, 0)
+        g["warnings"] += r["level"] in ("warning", "critical")
+        g["critical"] += r["level"] == "critical"
+        g["lat"].append(r["latency_ms"])
+    return out
+
+
+@pytest.mark.parametrize("by", [["team"], ["team", "model"], ["day"], ["model", "day", "kind"]])
+def test_totals_equal_sums_over_the_log(tmp_path: Path, by: list[str]) -> None:
+    path = tmp_path / "u.jsonl"
+    recs = make_log(path, 3000)
+    with path.open("rb") as f:
+        agg = aggregate(f, by)
+    assert agg.lines == 3000
+    assert agg.skipped == 3 * 31 + 1  # garbage and empty-array lines and the torn one
+    expected = brute(recs, by)
+    rows = agg.rows()
+    assert [tuple(r[k] for k in by) for r in rows] == sorted(expected)
+    for row in rows:
+        e = expected[tuple(row[k] for k in by)]
+        for k in ("requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens",
+                  "trimmed", "tokens_removed", "warnings", "critical"):  # fmt: skip
+            assert row[k] == e[k], k
+        lat = sorted(e["lat"])
+        assert row["p50_ms"] == round(lat[math.ceil(0.5 * len(lat)) - 1], 3)
+        assert row["p95_ms"] == round(lat[math.ceil(0.95 * len(lat)) - 1], 3)
+        assert row["trimmed_share"] == round(e["trimmed"] / e["requests"], 4)
+    total = agg.total()
+    assert total["requests"] == 3000
+    assert total["total_tokens"] == sum(r["total_tokens"] for r in recs)
+    assert total["p95_ms"] == percentile(sorted(r["latency_ms"] for r in recs), 0.95)
+    assert sum(sum(t.values()) for t in agg.day_team_tokens.values()) == total["total_tokens"]
+    assert sum(agg.model_tokens.values()) == total["total_tokens"]
+    assert sum(agg.util_hist) == sum(1 for r in recs if r["utilization"] is not None)
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([5.0], 0.95) == 5.0
+    data = [float(i) for i in range(1, 101)]
+    assert percentile(data, 0.5) == 50.0
+    assert percentile(data, 0.95) == 95.0
+    assert percentile([1.0, 2.0], 0.5) == 1.0
+
+
+def test_since_and_until_filter_by_utc_time(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    recs = make_log(path, 1000, garbage=False)
+    since, until = parse_since("2026-11-01"), parse_since("2026-11-03T12:00:00Z")
+    with path.open("rb") as f:
+        agg = aggregate(f, ["day"], since, until)
+    inside = [r for r in recs if "2026-11-01T00:00:00" <= r["ts"] < "2026-11-03T12:00:00"]
+    assert agg.lines == len(inside) > 0
+    assert [r["day"] for r in agg.rows()] == ["2026-11-01", "2026-11-02", "2026-11-03"]
+
+
+def test_parse_since_forms() -> None:
+    now = datetime(2026, 11, 10, 12, 30, tzinfo=UTC)
+    assert parse_since("7d", now) == "2026-11-03T12:30:00"
+    assert parse_since("12h", now) == "2026-11-10T00:30:00"
+    assert parse_since("2w", now) == "2026-10-27T12:30:00"
+    assert parse_since("2026-11-01") == "2026-11-01T00:00:00"
+    assert parse_since("2026-11-01T02:00:00+02:00") == "2026-11-01T00:00:00"
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_since("last tuesday")
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="context-proxy report")
+    report.add_report_arguments(parser)
+    code = report.run(parser.parse_args(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_is_aligned_with_a_total_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "u.jsonl"
+    make_log(path, 500)
+    code, out, err = run_cli([str(path), "--by", "team,model"], capsys)
+    assert code == 0 and "skipped 19 malformed lines" in err
+    lines = out.splitlines()
+    assert lines[0].split() == ["team", "model", "requests", "errors", "prompt_tokens",
+                                "completion_tokens", "total_tokens", "trimmed_share",
+                                "tokens_removed", "warnings", "p50_ms", "p95_ms"]  # fmt: skip
+    assert len({len(line) for line in lines}) == 1  # the last column is right-aligned
+    assert lines[-1].startswith("TOTAL ") and set(lines[1]) == {"-", " "}
+    # Every number column ends at the same place on every line.
+    ends = [i for i, c in enumerate(lines[1]) if c == "-" and lines[1][i + 1 : i + 2] != "-"]
+    for line in lines[2:-2]:
+        assert all(line[e] != " " for e in ends[2:])
+    assert f"{500:,}" in lines[-1]
+
+
+def test_csv_has_one_row_per_group_and_no_total(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "u.jsonl"
+    recs = make_log(path, 800)
+    code, out, _ = run_cli([str(path), "--by", "team", "--format", "csv"], capsys)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert sorted(r["team"] for r in rows) == sorted(TEAMS)
+    assert sum(int(r["total_tokens"]) for r in rows) == sum(r["total_tokens"] for r in recs)
+    assert sum(int(r["requests"]) for r in rows) == 800
+
+
+def test_json_output_to_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, out_file = tmp_path / "u.jsonl", tmp_path / "r.json"
+    recs = make_log(path, 600)
+    code, out, _ = run_cli(
+        [str(path), "--by", "model,day", "--format", "json", "-o", str(out_file)], capsys
+    )
+    assert code == 0 and out == ""
+    doc = orjson.loads(out_file.read_bytes())
+    assert doc["by"] == ["model", "day"] and doc["skipped_lines"] == 3 * 7 + 1
+    assert doc["total"]["requests"] == 600
+    assert sum(g["prompt_tokens"] for g in doc["groups"]) == sum(r["prompt_tokens"] for r in recs)
+    assert doc["total"]["warnings"] == sum(g["warnings"] for g in doc["groups"])
+
+
+def test_unknown_group_key_is_a_usage_error(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    report.add_report_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([str(tmp_path / "u.jsonl"), "--by", "team,colour"])
+
+
+def test_a_missing_log_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_main(str(tmp_path / "nope.jsonl")) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_an_empty_log_gives_an_empty_table_and_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, page = tmp_path / "u.jsonl", tmp_path / "r.html"
+    path.write_bytes(b"")
+    code, out, _ = run_cli([str(path), "--html", str(page)], capsys)
+    assert code == 0 and out.splitlines()[-1].startswith("TOTAL")
+    assert page.read_text().count("no data") == 3
+
+
+def test_html_is_self_contained_and_escapes_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, page = tmp_path / "u.jsonl", tmp_path / "r.html"
+    make_log(path, 2000)
+    code, _, err = run_cli([str(path), "--by", "team,model", "--html", str(page)], capsys)
+    assert code == 0 and "wrote" in err
+    html = page.read_text()
+    for chart in ("chart-tokens-per-day", "chart-utilization", "chart-top-models"):
+        assert f'id="{chart}"' in html
+    assert "<script" not in html  # the hostile model name is text, not markup
+    assert "&lt;script&gt;" in html
+    for needle in ("src=", "href=", "@import", "url(", "https://"):
+        assert needle not in html
+    assert html.count('class="bar"') > 40

@@ -1,0 +1,116 @@
+"""Dashboard panels: quota used vs limit, errors by kind, axis titles, utilization overflow."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.report.tally import MAX_KINDS, Tally
+from proxy.report.totals import aggregate, report_main
+from tests.report.test_report import make_log
+
+
+def render(tmp_path: Path, recs: list[dict[str, Any]] | None = None, n: int = 3000) -> str:
+    log, page = tmp_path / "u.jsonl", tmp_path / "r.html"
+    if recs is None:
+        make_log(log, n)
+    else:
+        log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    assert report_main(str(log), ["team"], html=str(page), out=str(tmp_path / "t.txt")) == 0
+    return page.read_text()
+
+
+def test_every_chart_has_axis_titles(tmp_path: Path) -> None:
+    html = render(tmp_path)
+    charts = re.findall(r"<svg id=\"(chart-[a-z-]+)\".*?</svg>", html)
+    assert set(charts) == {
+        "chart-tokens-per-day",
+        "chart-utilization",
+        "chart-top-models",
+        "chart-quota",
+        "chart-errors",
+    }
+    for svg in re.findall(r"<svg id=\"chart-.*?</svg>", html):
+        assert svg.count('class="at"') == 2, svg[:80]  # an x and a rotated y title
+
+
+def test_errors_by_kind_per_team_match_the_log(tmp_path: Path) -> None:
+    recs = make_log(tmp_path / "u.jsonl", 3000, garbage=False)
+    with (tmp_path / "u.jsonl").open("rb") as f:
+        agg = aggregate(f, ["team"])
+    expected: Counter[tuple[str, str]] = Counter()
+    for r in recs:
+        if r["error"] is not None:
+            expected[r["team"], r["error"]] += 1
+        elif r["status"] >= 400:
+            expected[r["team"], f"http_{r['status']}"] += 1
+    got = Counter({(t, k): n for t, kinds in agg.tally.errors.items() for k, n in kinds.items()})
+    assert got == expected and {k for _, k in got} == {
+        "quota_exceeded",
+        "upstream_error",
+        "http_502",
+    }
+    assert sum(got.values()) == agg.total()["errors"]
+    html = render(tmp_path)
+    table = html[html.index('<table id="errors">') :]
+    table = table[: table.index("</table>")]
+    assert "quota_exceeded" in table and "http_502" in table
+
+
+def test_quota_panel_shows_newest_day_and_month_peaks(tmp_path: Path) -> None:
+    def rec(
+        ts: str, team: str, used: int, limit: int | None, level: str = "normal"
+    ) -> dict[str, Any]:
+        return {"ts": ts, "team": team, "model": "m", "status": 200, "total_tokens": 1,
+                "quota_used": used, "quota_limit": limit, "quota_level": level}  # fmt: skip
+
+    recs = [
+        rec("2026-10-30T10:00:00Z", "research", 950, 1000, "critical"),
+        rec("2026-11-01T10:00:00Z", "research", 100, 1000),
+        rec("2026-11-02T09:00:00Z", "research", 300, 1000),
+        rec("2026-11-02T10:00:00Z", "research", 850, 1000, "warning"),
+        rec("2026-11-02T11:00:00Z", "research", 200, 1000),  # a later, lower reading
+        rec("2026-11-02T11:00:00Z", "open", 0, None),  # no limit: not in the panel
+    ]
+    rows = aggregate((orjson.dumps(r) for r in recs), ["team"]).tally.quota_rows()
+    assert [
+        (r["team"], r["period"], r["when"], r["used"], r["limit"], r["level"]) for r in rows
+    ] == [
+        ("research", "day", "2026-11-02", 850, 1000, "warning"),
+        ("research", "month", "2026-11", 850, 1000, "warning"),
+    ]
+    html = render(tmp_path, recs)
+    table = html[html.index('<table id="quota">') :]
+    table = table[: table.index("</table>")]
+    assert "2026-11-02" in table and "85.0%" in table and "open" not in table
+
+
+def test_utilization_overflow_is_labelled_with_its_count_and_max(tmp_path: Path) -> None:
+    utils = [0.2, 0.5, 0.85, 1.49, 1.5, 2.0, 3.7]
+    recs = [
+        {"ts": "2026-11-01T10:00:00Z", "team": "t", "model": "m", "status": 200, "utilization": u}
+        for u in utils
+    ]
+    html = render(tmp_path, recs)
+    assert re.search(r'id="util-overflow"[^>]*>3 at ≥ 1.5 \(max 3.70\)<', html)
+    assert ">≥1.5<" in html
+    assert "<title>≥ 1.50: 3 requests</title>" in html
+
+
+def test_empty_log_panels_say_so(tmp_path: Path) -> None:
+    (tmp_path / "u.jsonl").write_bytes(b"")
+    html = render(tmp_path, [])
+    assert "no quota limits recorded" in html and "no errors recorded" in html
+    assert 'id="quota"' not in html and 'id="errors"' not in html
+
+
+def test_error_kinds_per_team_are_capped() -> None:
+    tally = Tally()
+    for i in range(MAX_KINDS * 5):
+        tally.add_error("t", f"kind{i}")
+    assert len(tally.errors["t"]) == MAX_KINDS + 1
+    assert tally.errors["t"]["other"] == MAX_KINDS * 4

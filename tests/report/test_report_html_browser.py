@@ -1,0 +1,141 @@
+"""The dashboard page opens in headless Chromium without errors and shows its charts."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from proxy.report.totals import report_main
+from tests.browser import obtain_chromium
+from tests.report.test_report import make_log
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--window-size=1280,1600",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The browser, installed with apt on first use when missing; never a skip."""
+    return obtain_chromium()
+
+
+def run_chromium(chromium: str, args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def png_pixels(data: bytes) -> tuple[int, int, int, list[bytes]]:
+    """(width, height, bytes per pixel, rows) of an 8-bit RGB/RGBA PNG: zlib + unfiltering."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    height = bpp = 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and colour in (2, 6), (depth, colour)
+            bpp = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        ftype, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        if ftype == 1:
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 0xFF
+        elif ftype == 2:
+            line = bytearray((a + b) & 0xFF for a, b in zip(line, prev, strict=True))
+        elif ftype == 3:
+            for i in range(stride):
+                left = line[i - bpp] if i >= bpp else 0
+                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 0xFF
+        elif ftype == 4:
+            for i in range(stride):
+                a = line[i - bpp] if i >= bpp else 0
+                b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, bpp, rows
+
+
+def test_dashboard_renders_in_headless_chromium(tmp_path: Path, chromium: str) -> None:
+    log, page = tmp_path / "usage.jsonl", tmp_path / "report.html"
+    make_log(log, 5000)
+    assert (
+        report_main(str(log), ["team", "model"], html=str(page), out=str(tmp_path / "t.txt")) == 0
+    )
+    url = page.resolve().as_uri()
+
+    shot = tmp_path / "shot.png"
+    done = run_chromium(
+        chromium, ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", url], tmp_path / "p1"
+    )
+    assert shot.exists(), done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == [], console  # no script errors (the page has no script at all)
+
+    width, height, bpp, rows = png_pixels(shot.read_bytes())
+    assert (width, height) == (1280, 1600)
+    colours = set()
+    for row in rows[::8]:
+        for x in range(0, width * bpp, bpp * 4):
+            colours.add(row[x : x + 3])
+    # White page, grey text and gridlines, and the bar colours of three charts.
+    assert len(colours) > 20, len(colours)
+    palette = {bytes.fromhex(c) for c in ("4e79a7", "f28e2b", "59a14f", "e15759")}
+    assert palette <= colours, palette - colours
+
+    dom = run_chromium(chromium, ["--dump-dom", url], tmp_path / "p2")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html = dom.stdout
+    charts = ("chart-tokens-per-day", "chart-utilization", "chart-top-models")
+    for chart in (*charts, "chart-quota", "chart-errors"):
+        assert f'id="{chart}"' in html
+    assert html.count('class="at"') == 10  # an x and a y axis title on each of the 5 charts
+    assert 'id="util-overflow"' in html and "≥1.5" in html
+    assert 'id="quota"' in html and 'id="errors"' in html
+    assert "quota_exceeded" in html and "http_502" in html
+    assert html.count('class="bar"') > 40
+    assert 'id="totals"' in html and "TOTAL" in html
+    assert "<script" not in html
+
+
+def test_the_console_check_catches_a_script_error(tmp_path: Path, chromium: str) -> None:
+    """Keeps the check above honest: Chromium's log format is what we grep for."""
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><p>x</p><script>noSuchFunction();</script></body></html>")
+    done = run_chromium(
+        chromium,
+        ["--enable-logging=stderr", "--v=0", f"--screenshot={tmp_path / 's.png'}", page.as_uri()],
+        tmp_path / "p",
+    )
+    assert any("CONSOLE" in line and "Uncaught" in line for line in done.stderr.splitlines())
