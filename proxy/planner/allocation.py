@@ -11,10 +11,11 @@ import math
 from dataclasses import dataclass
 
 from proxy.planner.budget import MIN_KEPT_TOKENS, Choice, allocate, reservations
-from proxy.planner.clusters import Substitution, settle
+from proxy.planner.clusters import settle
+from proxy.planner.decisions import decide
 from proxy.planner.dedupe import Dedupe, dedupe
 from proxy.planner.history import keep_order, query_texts
-from proxy.planner.items import MARKER, OVER_BUDGET, Action, Decision, Item, Kind, Layout
+from proxy.planner.items import MARKER, Action, Decision, Item, Kind, Layout
 from proxy.planner.overflow import overflow
 from proxy.planner.tag_fields import section_policy
 from proxy.policy import Policy
@@ -110,7 +111,7 @@ class Planner:
             return allocate([choices[c] for c in active], available, left, ranks)
 
         sub = settle(self.layout, choices, run)
-        self._decide(choices, sub, found.rewritten, decisions)
+        decide(self, choices, sub, found.rewritten, decisions)
         allocated = dict(by_section)
         for c, choice in enumerate(choices):
             allocated[choice.section] = allocated.get(choice.section, 0) + sub.grants.get(c, 0)
@@ -233,83 +234,3 @@ class Planner:
             ch.order = (float(r),)
             ch.contiguous = False
         return choices
-
-    def _decide(
-        self,
-        choices: list[Choice],
-        sub: Substitution,
-        rewritten: dict[int, tuple[str, str]],
-        decisions: dict[int, Decision],
-    ) -> None:
-        placed = sub.stand_ins(choices)  # member item -> summary item that stands in for it
-        grants, members, cost, items = sub.grants, sub.members, self.cost, self.items
-        keep, drop = Action.KEEP, Action.DROP
-        # Decisions are never changed once made: equal ones are shared (one per cost kept,
-        # one per priority dropped) rather than made per item of a long history.
-        kept: dict[int, Decision] = {}
-        dropped = {p: Decision(drop, reason) for p, reason in OVER_BUDGET.items()}
-        for c, choice in enumerate(choices):
-            grant = grants.get(c, 0)
-            host = choice.host
-            if host is not None and grants.get(host, 0) == 0:
-                grant = 0
-            if c not in members:  # the common cases, kept lean: kept whole, or dropped
-                if grant > 0 and grant == choice.cost and not rewritten:
-                    for key in choice.items:
-                        tokens = cost[key]
-                        d = kept.get(tokens)
-                        if d is None:
-                            d = kept[tokens] = Decision(keep, "fits the budget", None, tokens)
-                        decisions[key] = d
-                    continue
-                if grant == 0 and host is None and not placed:
-                    for key in choice.items:
-                        decisions[key] = dropped[items[key].priority]
-                    continue
-            for key in choice.items:
-                decisions[key] = self._item_decision(c, choice, key, grant, sub, placed, rewritten)
-
-    def _item_decision(
-        self,
-        c: int,
-        choice: Choice,
-        key: int,
-        grant: int,
-        sub: Substitution,
-        placed: dict[int, int],
-        rewritten: dict[int, tuple[str, str]],
-    ) -> Decision:
-        item = self.items[key]
-        if c in sub.members and c not in sub.active:
-            return Decision(Action.DROP, "summary: its cluster was kept whole")
-        if grant == 0:
-            if key in placed:
-                s = self.items[placed[key]]
-                return Decision(Action.SUMMARIZE, f"replaced by the summary in message {s.msg}")
-            if choice.host is not None:
-                return Decision(Action.DROP, "its tool group was dropped")
-            return Decision(Action.DROP, OVER_BUDGET[item.priority])
-        if c in sub.active:
-            lost = sub.lost(c)
-            anchor = sub.anchor(c, self.items) if item.kind is not Kind.BLOCK else None
-            return Decision(
-                Action.SUMMARY_INSERTED,
-                f"stands in for {len(lost)} dropped item(s)",
-                self.text.get(key),
-                self.cost[key],
-                anchor,
-            )
-        if grant < choice.cost and choice.cut == key:
-            mine = grant - (choice.cost - self.cost[key])
-            text = self.text_of(key)
-            overhead = self.cost[key] - self.tokenizer.count_text(text)
-            kept = self.tokenizer.truncate_text(text, max(0, mine - overhead - self.marker))
-            return Decision(
-                Action.TRUNCATE,
-                f"cut to {mine:,} of {self.cost[key]:,} tokens",
-                kept + MARKER,
-                mine,
-            )
-        if key in rewritten:
-            return Decision(Action.DEDUPE, rewritten[key][1], self.text[key], self.cost[key])
-        return Decision(Action.KEEP, "fits the budget", tokens=self.cost[key])

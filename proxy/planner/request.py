@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -21,6 +20,7 @@ from proxy.planner.costs import measure, overhead
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.fit import Fit, count_forwarded, known_counts
 from proxy.planner.items import Action, Decision
+from proxy.planner.outcome import PlanOutcome, outcome, unplanned
 from proxy.planner.plain_chat import untagged_counts
 from proxy.planner.plain_plan import PlainOutcome, plan_plain
 from proxy.planner.refusal import Refused, no_report
@@ -32,32 +32,6 @@ from proxy.relevance import TermIndex
 from proxy.types import Body, Tokenizer
 
 __all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
-
-
-@dataclass
-class PlanOutcome:
-    body: Body
-    changed: bool  # False: forward the request's original bytes
-    budget: int | None
-    context_window: int | None
-    tokens_before: int
-    tokens_after: int
-    dropped: int
-    truncated: int
-    summarized: int
-    deduped: int
-    trimmed: int  # x-context-trimmed: messages or segments dropped, truncated or replaced
-    problems: list[str]
-    estimated: bool
-    make_report: Callable[[], PlanReport] = field(repr=False)
-    _report: PlanReport | None = field(default=None, init=False, repr=False)
-
-    @property
-    def report(self) -> PlanReport:
-        """Built on first use: the proxy's hot path needs only the counts above."""
-        if self._report is None:
-            self._report = self.make_report()
-        return self._report
 
 
 def max_output(body: Body) -> int | None:
@@ -103,7 +77,7 @@ def plan_request(
         counted = sum(known)
         before = counted + overhead(tokenizer, body, messages)
         if budget is None or before <= budget:
-            return _outcome(
+            return outcome(
                 body,
                 body,
                 False,
@@ -157,7 +131,7 @@ def plan_request(
             try:
                 result = fit.run(False)
             except ContextLengthExceeded as exc:  # refused: say by how much (refusal.py)
-                why = _outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
+                why = outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
                 raise Refused(exc.message, why) from None
         plan, out, after = result
         decisions = plan.decisions
@@ -178,7 +152,7 @@ def plan_request(
         return build_report(layout, decisions, policy, (*totals, before, after), names, allocated)
 
     forwarded = {**body, "messages": out} if changed else body
-    return _outcome(
+    return outcome(
         body,
         forwarded,
         changed,
@@ -207,52 +181,6 @@ def _read_history(messages: list[Any], terms: TermIndex, counting: Callable[[], 
 def _same(out: list[Any], messages: list[Any]) -> bool:
     """Whether `out` is `messages`, the very same objects in the same order."""
     return len(out) == len(messages) and all(map(operator.is_, out, messages))
-
-
-def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome:
-    """The outcome of a request forwarded as it came because planning it failed (a bug in
-    the proxy): no budget, no counts, nothing trimmed, and the failure as the one problem."""
-    problems = [f"planning failed ({error}); forwarded as it came"]
-
-    def report() -> PlanReport:
-        raise RuntimeError(problems[0])
-
-    return _outcome(
-        body, body, False, (None, context_window), 0, 0, {}, problems, ("unknown", True), report
-    )
-
-
-def _outcome(
-    body: Body,
-    forwarded: Body,
-    changed: bool,
-    totals: tuple[int | None, int | None],
-    before: int,
-    after: int,
-    counts: Mapping[Action, int],
-    problems: list[str],
-    names: tuple[str, bool],
-    report: Callable[[], PlanReport],
-) -> PlanOutcome:
-    trimmed = sum(
-        counts.get(a, 0) for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
-    )
-    return PlanOutcome(
-        body=forwarded,
-        changed=changed,
-        budget=totals[0],
-        context_window=totals[1],
-        tokens_before=before,
-        tokens_after=after,
-        dropped=counts.get(Action.DROP, 0),
-        truncated=counts.get(Action.TRUNCATE, 0),
-        summarized=counts.get(Action.SUMMARIZE, 0),
-        deduped=counts.get(Action.DEDUPE, 0),
-        trimmed=trimmed,
-        problems=problems,
-        estimated=names[1],
-        make_report=report,
-    )
 
 
 def _report(
@@ -293,7 +221,7 @@ def _plain_outcome(
         return build_report(layout, decisions, policy, counts, names, lean.allocated)
 
     forwarded = {**body, "messages": lean.out}
-    return _outcome(
+    return outcome(
         body,
         forwarded,
         True,
