@@ -1,0 +1,123 @@
+"""Frozen copy of proxy/planner/plain_order.py (the old lean path, commit 70383c6), tests only.
+
+Plain order: plain chat's optional units (the lean planner's choices) in keep order.
+
+planner._choices, _history_order and budget.allocate's sort, for plain chat: every
+optional unit is in recent_messages, high priority (the newest `keep_recent` turns) or
+low (older history). The high ones are kept newest first, a contiguous run; the low ones
+by relevance to the current turn (or newest first when relevance is off).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.planner.budget import MIN_KEPT_TOKENS
+from proxy.planner.history import keep_sequence
+from proxy.policy import Policy
+from proxy.relevance import TermIndex
+from proxy.types import Priority, Tokenizer
+from tests.planner.frozen_plain.chat import Chat
+
+_TOOL_ROLES = ("tool", "function")
+
+
+@dataclass(slots=True)
+class Choices:
+    """The optional units in keep order, as parallel lists: the high priority run
+    (`lead[:high]`), then the low priority run."""
+
+    lead: list[int]  # the unit's first message
+    cost: list[int]
+    high: int  # how many lead the order with high priority
+    relevance: bool  # the low run is in relevance order (not contiguous)
+    groups: dict[int, tuple[list[int], int, int | None]]  # choice -> (members, floor, cut)
+
+
+def order_choices(
+    chat: Chat,
+    costs: list[int],
+    removed: dict[int, str],
+    policy: Policy,
+    terms: TermIndex | None,
+    cutting: tuple[Tokenizer, int],
+) -> Choices:
+    """One choice per optional unit not deduped, in keep order. `cutting`: the tokenizer
+    and the marker's tokens, to size what a tool group can be cut to."""
+    priority, required, high = chat.priority, Priority.REQUIRED, Priority.HIGH
+    members: dict[int, list[int]] = {}  # a tool group's lead -> its messages
+    if chat.units is None:
+        optional = [p is not required for p in priority]
+        for i in removed:
+            optional[i] = False
+        leads = [i for i, keep in enumerate(optional) if keep]
+    else:
+        leads = []
+        for unit in chat.units:
+            first = unit[0]
+            if priority[first] is required or (len(unit) == 1 and first in removed):
+                continue
+            if len(unit) > 1:
+                members[first] = unit
+            leads.append(first)
+    recent = [i for i in reversed(leads) if priority[i] is high]
+    older = [i for i in leads if priority[i] is not high]  # low: plain chat has no medium
+    relevance = policy.history.relevance == "bm25" and bool(older)
+    if relevance:
+        older = _by_relevance(chat, older, members, policy, terms)
+    else:
+        older.reverse()
+    lead = recent + older
+    cost = [costs[i] for i in lead]
+    groups: dict[int, tuple[list[int], int, int | None]] = {}
+    if members:
+        for c, i in enumerate(lead):
+            group = members.get(i)
+            if group is not None:
+                cost[c] = total = sum(costs[k] for k in group)
+                floor, cut = _cut(chat, costs, group, total, cutting)
+                groups[c] = (group, floor, cut)
+    return Choices(lead, cost, len(recent), relevance, groups)
+
+
+def _by_relevance(
+    chat: Chat,
+    older: list[int],
+    members: dict[int, list[int]],
+    policy: Policy,
+    terms: TermIndex | None,
+) -> list[int]:
+    """The older units (by lead, in message order) in relevance order: history.keep_sequence
+    against the current turn's user text, the newest turns as context."""
+    texts, roles = chat.texts, chat.roles
+    docs = [texts[i] if i not in members else " ".join(texts[k] for k in members[i]) for i in older]
+    current = [texts[i] for i in range(chat.start, len(texts)) if roles[i] == "user"]
+    high = Priority.HIGH  # high priority items are all in recent_messages
+    context = [t for t, p in zip(texts, chat.priority, strict=True) if p is high]
+    order = keep_sequence(
+        docs,
+        older,
+        "\n".join(current),
+        "\n".join(context),
+        policy.history.neighbors,
+        terms if terms is not None else TermIndex(),
+    )
+    return [older[k] for k in order]
+
+
+def _cut(
+    chat: Chat,
+    costs: list[int],
+    unit: list[int],
+    total: int,
+    cutting: tuple[Tokenizer, int],
+) -> tuple[int, int | None]:
+    """A tool group's floor and the result a cut shortens (planner._choice, _cuttable)."""
+    results = [k for k in unit if chat.roles[k] in _TOOL_ROLES and chat.texts[k]]
+    if not results:
+        return total, None
+    tokenizer, marker = cutting
+    cut = max(results, key=lambda k: (costs[k], -k))
+    room = tokenizer.count_text(chat.texts[cut]) - MIN_KEPT_TOKENS - marker
+    floor = total - room if room > 0 else total
+    return floor, (cut if floor < total else None)
