@@ -47,7 +47,7 @@ NOT_FORWARDED = frozenset({"accept-encoding", "content-type", "content-length"})
 
 async def chat_completions(request: Request) -> Response:
     services: Services = request.app.state.services
-    ex = Exchange()
+    ex = Exchange(services.ids.next())
     try:
         policies = services.policies.current
         # Who is calling, before reading a byte of the body: a refused caller's body is
@@ -251,7 +251,7 @@ async def relay_stream(
 async def context_plan(request: Request) -> Response:
     """POST /v1/context/plan: the same pipeline, answered with the plan instead of forwarded."""
     services: Services = request.app.state.services
-    ex = Exchange()
+    ex = Exchange(services.ids.next())
     try:
         policies = services.policies.current
         if policies.admin_required:

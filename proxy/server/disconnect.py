@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 
+LISTEN_AFTER_S = 0.25  # how long the upstream may take before a client leaving is watched for
+
 
 class DisconnectWatch:
     disconnected = False
@@ -24,6 +26,7 @@ async def cancel_on_disconnect(request: Request) -> AsyncIterator[DisconnectWatc
     watch = DisconnectWatch()
     task = asyncio.current_task()
     assert task is not None
+    listener: asyncio.Future[None] | None = None
 
     async def listen() -> None:
         while True:
@@ -33,7 +36,14 @@ async def cancel_on_disconnect(request: Request) -> AsyncIterator[DisconnectWatc
                 task.cancel()
                 return
 
-    listener = asyncio.ensure_future(listen())
+    def start() -> None:
+        nonlocal listener
+        listener = asyncio.ensure_future(listen())
+
+    # Armed late: most answers come within LISTEN_AFTER_S and never need a listener task
+    # (making and cancelling one per request was ~20 µs); a client gone before then is
+    # noticed as soon as it starts, since the disconnect message waits on the channel.
+    timer = asyncio.get_running_loop().call_later(LISTEN_AFTER_S, start)
     try:
         yield watch
     except asyncio.CancelledError:
@@ -42,7 +52,9 @@ async def cancel_on_disconnect(request: Request) -> AsyncIterator[DisconnectWatc
         task.uncancel()  # ours, not a shutdown: the caller records it and moves on
         raise ClientGone() from None
     finally:
-        listener.cancel()
+        timer.cancel()
+        if listener is not None:
+            listener.cancel()
 
 
 class ClientGone(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -9,9 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from proxy.server.responses import header_value
 from proxy.tokens import policy_model
 from proxy.types import Level, Tokenizer
 from proxy.usage import OTHER, UsageRecord, level_for
+
+_LEVELS = {level: level.value.encode("ascii") for level in Level}
 
 if TYPE_CHECKING:
     from proxy.planner import PlanOutcome
@@ -47,6 +51,18 @@ def new_request_id() -> str:
     return "req_" + os.urandom(12).hex()
 
 
+class RequestIds:
+    """Request ids without a syscall each: a random per-process prefix (48 bits) and a
+    counter, 24 hex digits like new_request_id's. One per Services, made in each worker."""
+
+    def __init__(self) -> None:
+        self._prefix = "req_" + os.urandom(6).hex()
+        self._count = itertools.count(int.from_bytes(os.urandom(3)))
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
+
+
 @dataclass(slots=True)
 class Exchange:
     """Accumulates the facts of one request as it goes down the pipeline."""
@@ -72,26 +88,27 @@ class Exchange:
             return Level.NORMAL
         return level_for(self.outcome.tokens_before / self.outcome.budget, self.policy.thresholds)
 
-    def context_headers(self) -> dict[str, str]:
-        """The contract's x-context-* headers (what is known so far)."""
-        o = self.outcome
-        headers = {
-            "x-request-id": self.request_id,
-            "x-context-policy": self.policy.name if self.policy else "none",
-            "x-context-level": self.level.value,
-        }
+    def context_headers(self) -> list[tuple[bytes, bytes]]:
+        """The contract's x-context-* headers (what is known so far), encoded for the
+        response: names are constants and values numbers or our own names, so no header
+        needs the check an upstream's header gets (27 of those per request cost ~25 µs)."""
+        o, policy = self.outcome, self.policy
+        headers = [
+            (b"x-request-id", self.request_id.encode("ascii")),
+            (b"x-context-policy", header_value(policy.name) if policy else b"none"),
+            (b"x-context-level", _LEVELS[self.level]),
+        ]
         if o is not None:
-            headers.update(
-                {
-                    "x-context-window": str(o.context_window) if o.context_window else "unknown",
-                    "x-context-budget": str(o.budget) if o.budget is not None else "none",
-                    "x-context-tokens-before": str(o.tokens_before),
-                    "x-context-tokens-after": str(o.tokens_after),
-                    "x-context-trimmed": str(o.trimmed),
-                }
+            window, budget = o.context_window, o.budget
+            headers += (
+                (b"x-context-window", b"%d" % window if window else b"unknown"),
+                (b"x-context-budget", b"%d" % budget if budget is not None else b"none"),
+                (b"x-context-tokens-before", b"%d" % o.tokens_before),
+                (b"x-context-tokens-after", b"%d" % o.tokens_after),
+                (b"x-context-trimmed", b"%d" % o.trimmed),
             )
         if self.quota is not None and self.quota.limit is not None:
-            headers["x-context-quota-level"] = self.quota.level.value
+            headers.append((b"x-context-quota-level", _LEVELS[self.quota.level]))
         return headers
 
     def take_usage(self, usage: Any) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -25,14 +25,33 @@ HOP_BY_HOP_OUT = frozenset(
 )
 
 
-def _raw(headers: list[tuple[str, str]], extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+Extra = Mapping[str, str] | Sequence[tuple[bytes, bytes]]
+
+
+def _raw(headers: list[tuple[str, str]], extra: Extra) -> list[tuple[bytes, bytes]]:
+    """The upstream's headers (checked), then the proxy's own `extra` ones it lacks:
+    given as a mapping they are checked too; as (bytes, bytes) pairs they are ours,
+    built valid (Exchange.context_headers), and go out as they are."""
     raw = [pair for k, v in headers if (pair := _header(k, v)) is not None]
     names = {k for k, _ in raw}
-    for k, v in extra.items():
-        pair = _header(k, v)
-        if pair is not None and pair[0] not in names:
-            raw.append(pair)
+    if isinstance(extra, Mapping):
+        for k, v in extra.items():
+            pair = _header(k, v)
+            if pair is not None and pair[0] not in names:
+                raw.append(pair)
+    elif names:
+        raw += [pair for pair in extra if pair[0] not in names]
+    else:
+        raw += extra
     return raw
+
+
+def header_value(value: str) -> bytes:
+    """`value` as bytes a client may receive: anything but printable ASCII percent-encoded."""
+    if not (value.isascii() and value.isprintable()):
+        data = value.encode("utf-8", "surrogateescape")
+        value = "".join(chr(b) if 0x20 <= b < 0x7F else f"%{b:02X}" for b in data)
+    return value.encode("ascii")
 
 
 def _header(name: str, value: str) -> tuple[bytes, bytes] | None:
@@ -46,10 +65,7 @@ def _header(name: str, value: str) -> tuple[bytes, bytes] | None:
     # Names arrive parsed as tokens; only cheap checks for what would break the head.
     if low in HOP_BY_HOP_OUT or not (low.isascii() and low.isprintable()) or _BAD_NAME & set(low):
         return None
-    if not (value.isascii() and value.isprintable()):
-        data = value.encode("utf-8", "surrogateescape")
-        value = "".join(chr(b) if 0x20 <= b < 0x7F else f"%{b:02X}" for b in data)
-    return low.encode("ascii"), value.encode("ascii")
+    return low.encode("ascii"), header_value(value)
 
 
 class Plain(Response):
@@ -70,7 +86,7 @@ class Plain(Response):
 
 
 def plain(
-    status: int, headers: list[tuple[str, str]], body: bytes, extra: Mapping[str, str] | None = None
+    status: int, headers: list[tuple[str, str]], body: bytes, extra: Extra | None = None
 ) -> Plain:
     raw = _raw(headers, extra or {})
     # Our own content-length, never the upstream's: it may describe an encoding we undid.
@@ -134,12 +150,12 @@ def streamed(
     status: int,
     headers: list[tuple[str, str]],
     chunks: AsyncGenerator[bytes],
-    extra: Mapping[str, str] | None = None,
+    extra: Extra | None = None,
 ) -> Relayed:
     return Relayed(status, _raw(headers, extra or {}), chunks)
 
 
-def error(exc: ProxyError, extra: Mapping[str, str] | None = None) -> Plain:
+def error(exc: ProxyError, extra: Extra | None = None) -> Plain:
     headers = [("content-type", "application/json")]
     if exc.status == 401:
         headers.append(("www-authenticate", 'Bearer realm="context-proxy"'))

@@ -13,6 +13,7 @@ from typing import Any
 
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
+from proxy.server.exchange import RequestIds
 from proxy.server.settings import Settings
 from proxy.server.warmup import warm_tokenizers
 from proxy.state import SharedState
@@ -42,6 +43,7 @@ class Services:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
     plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,14 @@ _MODEL_LOG_CHARS = 200  # model names come from clients: cap what goes into a wa
 
 def utc_now_iso() -> str:
     """Now as ISO 8601 UTC with millisecond precision and a 'Z' suffix."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    ms = int(time.time() * 1000)
+    # The seconds are formatted once per second (a datetime per row was ~3 µs of each request).
+    return f"{_second_iso(ms // 1000)}.{ms % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second_iso(epoch_s: int) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass(slots=True)
