@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from proxy.planner.budget import MIN_KEPT_TOKENS, Choice, allocate, reservations
+from proxy.planner.budget import Choice, allocate, reservations
 from proxy.planner.clusters import settle
+from proxy.planner.cuts import cut_floor
 from proxy.planner.decisions import decide
 from proxy.planner.dedupe import Dedupe, dedupe
 from proxy.planner.history import keep_order, query_texts
@@ -190,8 +191,7 @@ class Planner:
         cut = self._cuttable(keys) if len(keys) > 1 or truncate else None
         floor = cost
         if cut is not None:
-            room = self.tokenizer.count_text(self.text_of(cut)) - MIN_KEPT_TOKENS - self.marker
-            floor = cost - room if room > 0 else cost
+            floor = cut_floor(self.tokenizer, self.text_of(cut), cost, self.marker)
         cut = cut if floor < cost else None
         return Choice(keys, lead.section, rank, order, cost, floor, host, cut, recency)
 

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choice
 from proxy.planner.clusters import Substitution
-from proxy.planner.items import MARKER, OVER_BUDGET, Action, Decision, Kind
+from proxy.planner.cuts import cut_decision
+from proxy.planner.items import OVER_BUDGET, Action, Decision, Kind
 
 if TYPE_CHECKING:
     from proxy.planner.allocation import Planner
@@ -81,14 +82,7 @@ def _item_decision(
     if grant < choice.cost and choice.cut == key:
         mine = grant - (choice.cost - planner.cost[key])
         text = planner.text_of(key)
-        overhead = planner.cost[key] - planner.tokenizer.count_text(text)
-        kept = planner.tokenizer.truncate_text(text, max(0, mine - overhead - planner.marker))
-        return Decision(
-            Action.TRUNCATE,
-            f"cut to {mine:,} of {planner.cost[key]:,} tokens",
-            kept + MARKER,
-            mine,
-        )
+        return cut_decision(planner.tokenizer, text, planner.cost[key], mine, planner.marker)
     if key in rewritten:
         return Decision(Action.DEDUPE, rewritten[key][1], planner.text[key], planner.cost[key])
     return Decision(Action.KEEP, "fits the budget", tokens=planner.cost[key])

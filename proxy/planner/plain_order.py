@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.planner.budget import MIN_KEPT_TOKENS
+from proxy.planner.cuts import cut_floor
 from proxy.planner.history import keep_sequence
 from proxy.planner.plain_chat import Chat
 from proxy.policy import Policy
@@ -116,6 +116,5 @@ def _cut(
         return total, None
     tokenizer, marker = cutting
     cut = max(results, key=lambda k: (costs[k], -k))
-    room = tokenizer.count_text(chat.texts[cut]) - MIN_KEPT_TOKENS - marker
-    floor = total - room if room > 0 else total
+    floor = cut_floor(tokenizer, chat.texts[cut], total, marker)
     return floor, (cut if floor < total else None)

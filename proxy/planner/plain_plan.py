@@ -17,6 +17,7 @@ from itertools import compress
 from typing import Any
 
 from proxy.planner.costs import count_message, overhead
+from proxy.planner.cuts import cut_decision
 from proxy.planner.extra_summaries import ExtraSummary
 from proxy.planner.fit import ATTEMPTS
 from proxy.planner.items import MARKER, OVER_BUDGET, Action, Decision
@@ -171,14 +172,7 @@ def _cuts(
         grant, full = grants[c], choices.cost[c]
         if 0 < grant < full and cut is not None:
             mine = grant - (full - costs[cut])
-            text = chat.texts[cut]
-            room = mine - (costs[cut] - tokenizer.count_text(text)) - marker
-            cuts[cut] = Decision(
-                Action.TRUNCATE,
-                f"cut to {mine:,} of {costs[cut]:,} tokens",
-                tokenizer.truncate_text(text, max(0, room)) + MARKER,
-                mine,
-            )
+            cuts[cut] = cut_decision(tokenizer, chat.texts[cut], costs[cut], mine, marker)
     return cuts
 
 
