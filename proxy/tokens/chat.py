@@ -37,6 +37,9 @@ from proxy.tokens.text import CountCache, HFText, TiktokenText
 from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
+# The fields _overhead reads besides the messages; a body without any (the usual one) costs
+# the priming alone, known without walking it.
+_EXTRAS = frozenset({"tools", "functions", "tool_choice", "function_call", "response_format"})
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
 # milliseconds of tiktoken: worth a thread's start).
 _THREAD_CHARS = 64 * 1024
@@ -181,7 +184,7 @@ class ChatTokenizer:
         return out
 
     def count_request_overhead(self, body: Body) -> int:
-        return self._scale(self._overhead(body))
+        return self._scale(self._priming if _EXTRAS.isdisjoint(body) else self._overhead(body))
 
     def count_request(self, body: Body) -> int:
         """All prompt tokens of a chat-completion body: its messages plus the overhead."""

@@ -10,6 +10,7 @@ then without a date suffix (`gpt-4o-2024-08-06` -> `gpt-4o`, `claude-x@20240620`
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import threading
@@ -34,6 +35,13 @@ def litellm_dir() -> Path | None:
 
 def model_names(model: str) -> list[str]:
     """Names to try for `model`, most specific first: as sent, prefixes dropped, undated."""
+    return list(_names(model))
+
+
+# Looked up twice per request (the window, the metrics label): made once per model name.
+# Bounded, since clients choose the names (at most 256 characters each, chat_guards).
+@functools.lru_cache(maxsize=512)
+def _names(model: str) -> tuple[str, ...]:
     exact: list[str] = []
     name = model.strip()
     while name:
@@ -47,7 +55,7 @@ def model_names(model: str) -> list[str]:
     for n in exact + undated:
         if n and n not in names:
             names.append(n)
-    return names
+    return tuple(names)
 
 
 def base_model(model: str) -> str:
@@ -59,7 +67,7 @@ def policy_model(model: str, policy: Policy) -> ModelPolicy | None:
     """The policy's `models` entry for `model`, by the same name rules as the registry."""
     if not policy.models:
         return None
-    for name in model_names(model):
+    for name in _names(model):
         found = policy.models.get(name)
         if found is not None:
             return found
@@ -87,7 +95,7 @@ class ContextWindows:
     def registry_window(self, model: str) -> int | None:
         """The window litellm's bundled map gives `model`, or None."""
         registry = self._load()
-        for name in model_names(model):
+        for name in _names(model):
             window = registry.get(name)
             if window is not None:
                 return window

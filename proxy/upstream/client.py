@@ -99,6 +99,12 @@ class UpstreamResponse:
             declared = self._response.content_length
             if declared is not None and declared > limit:
                 raise UpstreamTooLarge(too_large(limit))
+            if declared is not None:
+                # A declared length within the cap: aiohttp reads exactly that much, in
+                # one call, instead of a loop of chunks.
+                body = await self._response.read()
+                whole = True
+                return body
             parts: list[bytes] = []
             size = 0
             async for chunk in self._response.content.iter_any():
@@ -210,10 +216,12 @@ class Upstream:
         # plain answers get the whole budget for headers and body.
         timeout = self._timeouts.get((timeouts, streaming))
         if timeout is None:  # one per policy setting, not one per request
+            # A plain answer's total deadline covers its reads: no per-read timer, which
+            # aiohttp would re-arm on every piece of data received.
             timeout = self._timeouts[(timeouts, streaming)] = aiohttp.ClientTimeout(
                 total=None if streaming else timeouts.total_s,
                 sock_connect=timeouts.connect_s,
-                sock_read=timeouts.total_s,
+                sock_read=timeouts.total_s if streaming else None,
             )
         try:
             response = await self._session.request(
