@@ -12,8 +12,9 @@ smaller items after it in the keep order may still fit — unless the order is r
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.types import Section
 
@@ -57,6 +58,32 @@ def reservations(
     }
 
 
+@dataclass(slots=True)
+class Choices:
+    """The planner's choices as parallel lists (choice c: items[c], section[c], ...)."""
+
+    items: list[tuple[int, ...]] = field(default_factory=list)
+    section: list[Section] = field(default_factory=list)
+    rank: list[int] = field(default_factory=list)
+    order: list[tuple[float, ...]] = field(default_factory=list)
+    cost: list[int] = field(default_factory=list)
+    floor: list[int] = field(default_factory=list)
+    host: list[int | None] = field(default_factory=list)
+    cut: list[int | None] = field(default_factory=list)
+    contiguous: list[bool] = field(default_factory=list)
+
+    def add(self, choice: Choice) -> None:
+        self.items.append(choice.items)
+        self.section.append(choice.section)
+        self.rank.append(choice.rank)
+        self.order.append(choice.order)
+        self.cost.append(choice.cost)
+        self.floor.append(choice.floor)
+        self.host.append(choice.host)
+        self.cut.append(choice.cut)
+        self.contiguous.append(choice.contiguous)
+
+
 def allocate(
     choices: Sequence[Choice],
     available: int,
@@ -64,57 +91,86 @@ def allocate(
     section_rank: Mapping[Section, int],
 ) -> list[int]:
     """Tokens granted to each choice: its cost (kept), less (cut to that), or 0 (dropped)."""
-    grants = [0] * len(choices)
-    keys = [(choice.rank, choice.order) for choice in choices]
+    columns = Choices()
+    for choice in choices:
+        columns.add(choice)
+    return grant(columns, range(len(choices)), available, reserved, section_rank)
+
+
+def grant(
+    choices: Choices,
+    active: Sequence[int],
+    available: int,
+    reserved: Mapping[Section, int],
+    section_rank: Mapping[Section, int],
+) -> list[int]:
+    """allocate for the `active` choices (indexes into `choices`): one grant each, in order."""
+    if len(active) == len(choices.rank):  # every choice (active is ascending): p is c
+        rank, order, section = choices.rank, choices.order, choices.section
+        cost, floor, contiguous = choices.cost, choices.floor, choices.contiguous
+    else:
+        rank = [choices.rank[c] for c in active]
+        order = [choices.order[c] for c in active]
+        section = [choices.section[c] for c in active]
+        cost = [choices.cost[c] for c in active]
+        floor = [choices.floor[c] for c in active]
+        contiguous = [choices.contiguous[c] for c in active]
+    n = len(rank)
+    grants = [0] * n
+    keys = list(zip(rank, order, strict=True))
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
-    for c, choice in enumerate(choices):
-        by_section[choice.section].append(c)
+    present = set(section)
+    if len(present) == 1:
+        by_section[present.pop()] = list(range(n))
+    else:
+        for p, s in enumerate(section):
+            by_section[s].append(p)
     for members in by_section.values():
         members.sort(key=keys.__getitem__)  # stable: ties keep the given order
     pool = available
     # Reservations, sections by their default priority: a section's share is its own.
-    for section in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
-        room = min(reserved.get(section, 0), pool)
+    for s in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
+        room = min(reserved.get(s, 0), pool)
         blocked: set[int] = set()  # ranks whose contiguous order stopped
-        for c in by_section[section]:
+        for p in by_section[s]:
             if room <= 0:
                 break
-            choice = choices[c]
-            if choice.rank in blocked:
+            if rank[p] in blocked:
                 continue
-            if choice.cost <= room:
-                grant = choice.cost
-            elif choice.floor <= room:
-                grant = room
+            if cost[p] <= room:
+                given = cost[p]
+            elif floor[p] <= room:
+                given = room
             else:
-                if choice.contiguous:
-                    blocked.add(choice.rank)
+                if contiguous[p]:
+                    blocked.add(rank[p])
                 continue  # too big even cut: dropped, and smaller ones may still fit
-            grants[c] = grant
-            room -= grant
-            pool -= grant
+            grants[p] = given
+            room -= given
+            pool -= given
     # Leftovers, by priority, then section order: partly granted choices grow first.
     # A section's members are sorted by rank first, so each rank is one run of them.
     runs: dict[tuple[int, Section], list[int]] = {}
-    for section in SECTIONS:
-        for c in by_section[section]:
-            runs.setdefault((choices[c].rank, section), []).append(c)
-    for rank in (1, 2, 3):
-        for section in SECTIONS:
-            for c in runs.get((rank, section), ()):
+    for s in SECTIONS:
+        members = by_section[s]
+        ranks = [rank[p] for p in members]
+        for r in sorted(set(ranks)):
+            runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
+    for r in (1, 2, 3):
+        for s in SECTIONS:
+            for p in runs.get((r, s), ()):
                 if pool <= 0:
                     return grants
-                choice = choices[c]
-                need = choice.cost - grants[c]
+                need = cost[p] - grants[p]
                 if need == 0:
                     continue
                 if need <= pool:
-                    grants[c] += need
+                    grants[p] += need
                     pool -= need
-                elif grants[c] > 0 or choice.floor <= pool:
-                    grants[c] += pool
+                elif grants[p] > 0 or floor[p] <= pool:
+                    grants[p] += pool
                     pool = 0
-                elif choice.contiguous:
+                elif contiguous[p]:
                     break
     return grants
 

@@ -15,10 +15,11 @@ def budget_note(
     """The budget visibility block appended to the system prompt."""
     per: dict[str, int] = {}
     dropped = 0
-    for it in layout.items:
-        d = decisions.get(it.key)
+    cost = layout.cost
+    for k, section in enumerate(layout.section):
+        d = decisions.get(k)
         if d is None or d.kept:
-            per[it.section.value] = per.get(it.section.value, 0) + (d.tokens if d else it.cost)
+            per[section.value] = per.get(section.value, 0) + (d.tokens if d else cost[k])
         else:
             dropped += 1
     total = used if used is not None else sum(per.values())

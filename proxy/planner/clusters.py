@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from heapq import merge
 
-from proxy.planner.budget import Choice
-from proxy.planner.items import Item, Kind, Layout
+from proxy.planner.budget import Choices
+from proxy.planner.items import Kind, Layout
 
 _ROUNDS = 6
 
@@ -55,16 +55,16 @@ class Substitution:
             self.lost_of[group] = out
         return out
 
-    def anchor(self, summary: int, items: Sequence[Item]) -> int:
+    def anchor(self, summary: int, msg: Sequence[int]) -> int:
         """The first message holding a dropped member of the summary's clusters; once per
         group set, however many summaries name it. The summary must have lost members."""
         names = self.members[summary]
         first = self.firsts.get(names)
         if first is None:
-            first = self.firsts[names] = min(items[k].msg for k in self.lost(summary))
+            first = self.firsts[names] = min(msg[k] for k in self.lost(summary))
         return first
 
-    def stand_ins(self, choices: Sequence[Choice]) -> dict[int, int]:
+    def stand_ins(self, choices: Choices) -> dict[int, int]:
         """Each dropped member -> the summary item standing in for it (the first granted
         active summary covering it, in `active`'s order); each group set looked at once."""
         placed: dict[int, int] = {}
@@ -73,78 +73,88 @@ class Substitution:
             if self.grants.get(c, 0) > 0 and self.members[c] not in seen:
                 seen.add(self.members[c])
                 for k in self.lost(c):
-                    placed.setdefault(k, choices[c].items[0])
+                    placed.setdefault(k, choices.items[c][0])
         return placed
 
 
-def find_members(layout: Layout, choices: Sequence[Choice], sub: Substitution) -> None:
+def find_members(layout: Layout, choices: Choices, sub: Substitution) -> None:
     """Each summary choice -> the member groups it stands for (only summaries with members)."""
-    items, spans, summary = layout.items, layout.spans, Kind.SUMMARY
+    kind, spans, fields, msg, summary = (
+        layout.kind,
+        layout.spans,
+        layout.fields,
+        layout.msg,
+        Kind.SUMMARY,
+    )
+    if not fields and not spans:
+        return  # no summary of any kind: the common case
     # The summaries first: most requests have none, and then nothing else need be looked at.
     candidates = [
-        (c, it)
-        for c, choice in enumerate(choices)
-        if len(choice.items) == 1
-        and (((it := items[choice.items[0]]).kind is summary and it.key in spans) or it.summary_of)
+        (c, keys[0])
+        for c, keys in enumerate(choices.items)
+        if len(keys) == 1
+        and (
+            (kind[keys[0]] is summary and keys[0] in spans) or layout.fields_of(keys[0]).summary_of
+        )
     ]
     if not candidates:
         return
-    keys = sorted(sub.choice_of)
+    choice_of = sub.choice_of
+    for c, members in enumerate(choices.items):
+        for key in members:
+            choice_of[key] = c
+    keys = sorted(choice_of)
     group_of: dict[str | tuple[int, int], int] = {}
     plain: list[int] = []  # what a span covers: neither a summary nor a proxy-made one
     for key in keys:
-        it = items[key]
-        if it.kind is summary or it.summary_of:
+        f = layout.fields_of(key)
+        if kind[key] is summary or f.summary_of:
             continue
         plain.append(key)
-        if it.cluster is not None:
-            g = group_of.setdefault(it.cluster, len(sub.groups))
+        if f.cluster is not None:
+            g = group_of.setdefault(f.cluster, len(sub.groups))
             if g == len(sub.groups):
                 sub.groups.append([])
             sub.groups[g].append(key)
     by_msg: list[int] = []
     msgs: list[int] = []
-    if any(it.kind is summary for _, it in candidates):  # spans are looked up by message
-        by_msg = sorted(plain, key=lambda k: (items[k].msg, k))
-        msgs = [items[k].msg for k in by_msg]
-    for c, it in candidates:
-        if it.kind is summary and it.key in spans:
-            span = spans[it.key]
+    if any(kind[k] is summary for _, k in candidates):  # spans are looked up by message
+        by_msg = sorted(plain, key=lambda k: (msg[k], k))
+        msgs = [msg[k] for k in by_msg]
+    for c, k in candidates:
+        summary_of = layout.fields_of(k).summary_of
+        if kind[k] is summary and k in spans:
+            span = spans[k]
             g = group_of.get(span, -1)
             if g < 0:  # one group per distinct span, shared by every summary of it
                 g = group_of[span] = len(sub.groups)
                 lo, hi = bisect_left(msgs, span[0]), bisect_left(msgs, span[1])
                 sub.groups.append(sorted(by_msg[lo:hi]))
             names: tuple[int, ...] = (g,) if sub.groups[g] else ()
-        elif len(it.summary_of) == 1:
-            g = group_of.get(it.summary_of[0], -1)
+        elif len(summary_of) == 1:
+            g = group_of.get(summary_of[0], -1)
             names = (g,) if g >= 0 else ()
         else:
-            names = tuple(sorted({group_of[n] for n in it.summary_of if n in group_of}))
+            names = tuple(sorted({group_of[n] for n in summary_of if n in group_of}))
         if names:
             sub.members[c] = names
 
 
-def settle(
-    layout: Layout, choices: Sequence[Choice], run: Callable[[list[int]], list[int]]
-) -> Substitution:
+def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int]]) -> Substitution:
     """Allocate (`run` over the active choice indexes) until summaries and hosts agree."""
     sub = Substitution()
-    choice_of = sub.choice_of
-    for c, choice in enumerate(choices):
-        for key in choice.items:
-            choice_of[key] = c
-    find_members(layout, choices, sub)
-    hosted = [(c, choice.host) for c, choice in enumerate(choices) if choice.host is not None]
+    n = len(choices.items)
+    find_members(layout, choices, sub)  # and each item's choice, when there are summaries
+    hosted = [(c, host) for c, host in enumerate(choices.host) if host is not None]
     for _ in range(_ROUNDS):
         if sub.excluded or sub.members:
             active = [
                 c
-                for c in range(len(choices))
+                for c in range(n)
                 if c not in sub.excluded and (c not in sub.members or c in sub.active)
             ]
         else:  # the common case: nothing left out, no summary waiting
-            active = list(range(len(choices)))
+            active = list(range(n))
         sub.grants = dict(zip(active, run(active), strict=True))
         sub.dropped.clear()  # what was dropped is the new grants' to say
         sub.firsts.clear()

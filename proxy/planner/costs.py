@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from proxy.planner.items import Kind, Layout
 from proxy.planner.trim import render
-from proxy.types import Body, Tokenizer
+from proxy.types import Alongside, Body, Tokenizer
 
 _OPAQUE_OVERHEAD = 4  # a message of an unknown shape: about what a role and framing cost
 
@@ -55,21 +55,70 @@ def measure(layout: Layout, tokenizer: Tokenizer, known: Sequence[int] = ()) -> 
     of those costs its text. Counts are not additive, which is why the plan is re-counted.
     `known` holds counts already made of the messages as they came, when nothing was tagged.
     """
+    cost, split, kind, stripped = layout.cost, layout.split, layout.kind, layout.stripped
+    if known and not split and len(cost) == len(known):
+        cost[:] = known  # every message one item, its key its index: the counts as made
+        return list(known)
     full: list[int] = []
-    items = layout.items
-    for ml in layout.messages:
-        base = items[ml.base]
+    for i, b in enumerate(layout.base):
         if known:
-            cost = known[ml.index]
-        elif base.kind is Kind.OPAQUE:
-            cost = count_message(tokenizer, ml.stripped)
+            c = known[i]
+        elif kind[b] is Kind.OPAQUE:
+            c = count_message(tokenizer, stripped[i])
         else:
-            cost = tokenizer.count_message(ml.stripped)
-        full.append(cost)
-        if len(ml.items) == 1 or base.kind is Kind.OPAQUE:
-            base.cost = cost
+            c = tokenizer.count_message(stripped[i])
+        full.append(c)
+        s = split.get(i)
+        if s is None or len(s.items) == 1 or kind[b] is Kind.OPAQUE:
+            cost[b] = c
             continue
-        base.cost = tokenizer.count_message(render(ml, {k: None for k in ml.items[1:]}))
-        for key in ml.items[1:]:
-            items[key].cost = tokenizer.count_text(items[key].text)
+        cost[b] = tokenizer.count_message(render(layout.message(i), dict.fromkeys(s.items[1:])))
+        for key in s.items[1:]:
+            cost[key] = tokenizer.count_text(layout.text[key])
     return full
+
+
+def _plain(m: Any) -> bool:
+    """A message with no x_context, no inline tag, nothing of an odd shape."""
+    if type(m) is not dict or "x_context" in m:
+        return False
+    content = m.get("content")
+    if type(content) is str:
+        # Only a role and a text: well shaped without looking further.
+        return _no_tag(content) and ((len(m) == 2 and "role" in m) or well_shaped(m))
+    return well_shaped(m) and (
+        content is None
+        or not any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
+    )
+
+
+def _no_tag(text: str) -> bool:
+    # A search for one character is several times faster than for "<context", and most
+    # texts have no "<" at all.
+    return "<" not in text or "<context" not in text
+
+
+def untagged_counts(
+    messages: list[Any],
+    tokenizer: Tokenizer,
+    alongside: Alongside | None = None,
+) -> list[int] | None:
+    """Each message's count when no message has a tag or an odd shape (nothing to strip
+    or report), else None. `alongside`: see ChatTokenizer.count_messages."""
+    for m in messages:  # _plain's common case inlined: this runs per message
+        if not (
+            (
+                type(m) is dict
+                and len(m) == 2
+                and type(content := m.get("content")) is str
+                and "role" in m
+                and ("<" not in content or "<context" not in content)
+            )
+            or _plain(m)
+        ):
+            return None
+    many = getattr(tokenizer, "count_messages", None)  # tokens.ChatTokenizer's batch count
+    if many is not None:
+        return cast(list[int], many(messages, alongside))
+    count = tokenizer.count_message
+    return [count(m) for m in messages]

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from proxy.planner.items import Item, Layout
+from proxy.planner.items import Layout
 from proxy.types import Priority, Section
 
 MIN_REPEAT_CHARS = 64
@@ -31,25 +31,10 @@ class Dedupe:
     rewritten: dict[int, tuple[str, str]] = field(default_factory=dict)  # key -> (text, reason)
 
 
-def _content_key(it: Item) -> tuple[str, str] | None:
-    """What makes two items the same content, or None when the item is not compared.
-
-    Tagged context (blocks, heading sections, x_context) compares normalized text. Plain
-    conversation compares exact text, same role, and only past a length: short repeats
-    ("ok", "thanks") are part of the conversation's flow, and normalizing every message
-    of a long history would cost more than the planner's whole time budget.
-    """
-    if it.tag in ("default", "current turn"):
-        if len(it.text) < MIN_REPEAT_CHARS:
-            return None
-        return it.role, it.text
-    norm = normalize(it.text)
-    return ("", norm) if norm else None
-
-
-def _keeper(items: list[Item]) -> Item:
+def _keeper(layout: Layout, keys: list[int]) -> int:
     """Of equal items the one to keep: required first, then higher priority, then newest."""
-    return min(items, key=lambda it: (it.priority.rank, -it.msg, -it.key))
+    priority, msg = layout.priority, layout.msg
+    return min(keys, key=lambda k: (priority[k].rank, -msg[k], -k))
 
 
 def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
@@ -57,72 +42,93 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
 
     Required items are never removed, but an optional copy of a required item is. Members
     of tool groups are not eligible (a group is kept or dropped whole).
+
+    Tagged context (blocks, heading sections, x_context) compares normalized text. Plain
+    conversation compares exact text, same role, and only past a length: short repeats
+    ("ok", "thanks") are part of the conversation's flow, and normalizing every message
+    of a long history would cost more than the planner's whole time budget.
     """
-    items = layout.items
     keys = set(eligible)
     result = Dedupe()
-    by_id: dict[str, list[Item]] = {}
-    for it in items:
-        if it.id is not None and (it.required or it.key in keys):
-            by_id.setdefault(it.id, []).append(it)
+    removed, required = result.removed, Priority.REQUIRED
+    priority, msg, text, role, tag = (
+        layout.priority,
+        layout.msg,
+        layout.text,
+        layout.role,
+        layout.tag,
+    )
+    by_id: dict[str, list[int]] = {}
+    for k, f in sorted(layout.fields.items()):
+        if f.id is not None and (priority[k] is required or k in keys):
+            by_id.setdefault(f.id, []).append(k)
     for ident, same in by_id.items():
         if len(same) > 1:
-            keep = _keeper(same)
-            for it in same:
-                if it is not keep and not it.required:
-                    result.removed[it.key] = f"duplicate id {ident!r} (kept: message {keep.msg})"
+            keep = _keeper(layout, same)
+            for k in same:
+                if k != keep and priority[k] is not required:
+                    removed[k] = f"duplicate id {ident!r} (kept: message {msg[keep]})"
     # The first item of each content, and the rest only where there is a repeat: most
     # items are unique, and a list per item would cost more than the comparison.
-    first: dict[tuple[str, str], Item] = {}
-    repeats: dict[tuple[str, str], list[Item]] = {}
-    removed, required = result.removed, Priority.REQUIRED
-    for it in items:  # runs per item: the property and _content_key's common case inlined
-        if not it.plain or (
-            it.priority is not required and (it.key not in keys or it.key in removed)
-        ):
-            continue
-        if it.tag in ("default", "current turn"):
-            if len(it.text) < MIN_REPEAT_CHARS:
+    candidates = [
+        k
+        for k, (p, plain) in enumerate(zip(priority, layout.plain, strict=True))
+        if plain and (p is required or (k in keys and k not in removed))
+    ]
+    first: dict[tuple[str, str], int] = {}
+    repeats: dict[tuple[str, str], list[int]] = {}
+    if all(tag[k] == "default" or tag[k] == "current turn" for k in candidates):
+        # Plain conversation only: compared by exact text, so no text twice, no repeat
+        # (the common case, found without a key per message).
+        long = [text[k] for k in candidates if len(text[k]) >= MIN_REPEAT_CHARS]
+        if len(set(long)) == len(long):
+            candidates = []
+    for k in candidates:
+        if tag[k] in ("default", "current turn"):
+            if len(text[k]) < MIN_REPEAT_CHARS:
                 continue
-            key: tuple[str, str] | None = (it.role, it.text)
+            key: tuple[str, str] = (role[k], text[k])
         else:
-            key = _content_key(it)
-        if key is None:
-            continue
-        seen = first.setdefault(key, it)
-        if seen is not it:
-            repeats.setdefault(key, [seen]).append(it)
-    for same in sorted(repeats.values(), key=lambda same: same[0].key):  # first-seen order
-        if any(not it.required for it in same):
-            keep = _keeper(same)
-            for it in same:
-                if it is not keep and not it.required:
-                    result.removed[it.key] = f"same content as message {keep.msg}"
-    _summary_lines(items, keys, result)
+            norm = normalize(text[k])
+            if not norm:
+                continue
+            key = ("", norm)
+        seen = first.setdefault(key, k)
+        if seen != k:
+            repeats.setdefault(key, [seen]).append(k)
+    for same in sorted(repeats.values(), key=lambda same: same[0]):  # first-seen order
+        if any(priority[k] is not required for k in same):
+            keep = _keeper(layout, same)
+            for k in same:
+                if k != keep and priority[k] is not required:
+                    removed[k] = f"same content as message {msg[keep]}"
+    _summary_lines(layout, keys, result)
     return result
 
 
-def _summary_lines(items: list[Item], keys: set[int], result: Dedupe) -> None:
+def _summary_lines(layout: Layout, keys: set[int], result: Dedupe) -> None:
     """Lines of a conversation summary that memory already holds say nothing new."""
+    section, text = layout.section, layout.text
+    memory_section = Section.MEMORY
     memory = {
         _line_key(line)
-        for it in items
-        if it.section is Section.MEMORY and it.key not in result.removed
-        for line in it.text.splitlines()
+        for k, s in enumerate(section)
+        if s is memory_section and k not in result.removed
+        for line in text[k].splitlines()
     }
     memory.discard("")
     if not memory:
         return
     # Crafted summaries repeat their lines: each distinct line is normalized once.
     line_keys: dict[str, str] = {}
-    for it in (items[k] for k in sorted(keys)):
+    for k in sorted(keys):
         if (
-            it.section is not Section.CONVERSATION_SUMMARY
-            or it.key in result.removed
-            or not it.plain
+            section[k] is not Section.CONVERSATION_SUMMARY
+            or k in result.removed
+            or not layout.plain[k]
         ):
             continue
-        lines = it.text.splitlines(keepends=True)
+        lines = text[k].splitlines(keepends=True)
         kept = []
         for line in lines:
             key = line_keys.get(line)
@@ -134,6 +140,6 @@ def _summary_lines(items: list[Item], keys: set[int], result: Dedupe) -> None:
             continue
         gone = len(lines) - len(kept)
         if not any(line.strip() and not line.lstrip().startswith("#") for line in kept):
-            result.removed[it.key] = f"all {gone} summary lines already in memory"
+            result.removed[k] = f"all {gone} summary lines already in memory"
         else:
-            result.rewritten[it.key] = ("".join(kept), f"{gone} summary lines already in memory")
+            result.rewritten[k] = ("".join(kept), f"{gone} summary lines already in memory")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.planner.items import Item, Kind, Layout
+from proxy.planner.items import Fields, Kind, Layout
 from proxy.planner.tag_fields import section_policy
 from proxy.policy import Policy
 from proxy.types import Section, Tokenizer
@@ -33,19 +33,17 @@ def add_summaries(
         if not (0 <= s.start < s.end <= layout.current_start) or not s.text:
             continue
         message = {"role": "system", "content": SUMMARY_PREFIX + s.text}
-        key = len(layout.items)
-        item = Item(
-            key,
-            s.start,
-            "system",
-            Kind.SUMMARY,
-            section,
-            priority,
-            message["content"],
-            "proxy summary",
-            id=s.key or None,
-        )
-        item.cost = tokenizer.count_message(message)
-        layout.items.append(item)
+        key = len(layout.msg)
+        layout.msg.append(s.start)
+        layout.role.append("system")
+        layout.kind.append(Kind.SUMMARY)
+        layout.section.append(section)
+        layout.priority.append(priority)
+        layout.text.append(message["content"])
+        layout.tag.append("proxy summary")
+        layout.plain.append(True)
+        layout.cost.append(tokenizer.count_message(message))
+        if s.key:
+            layout.fields[key] = Fields(id=s.key)
         layout.extra[key] = message
         layout.spans[key] = (s.start, s.end)

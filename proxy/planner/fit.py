@@ -16,14 +16,14 @@ from proxy.planner.costs import count_message, overhead
 from proxy.planner.items import Layout
 from proxy.planner.trim import apply, with_note
 from proxy.policy import Policy
-from proxy.types import Body, Tokenizer
+from proxy.types import Body, Priority, Tokenizer
 
 ATTEMPTS = 8  # plans tried before the last one is sent over budget
 
 
 def known_counts(layout: Layout, full: list[int]) -> dict[int, int]:
     """Each message as forwarded untrimmed (by identity) -> its count."""
-    return {id(ml.stripped): cost for ml, cost in zip(layout.messages, full, strict=True)}
+    return dict(zip(map(id, layout.stripped), full, strict=True))
 
 
 def count_forwarded(tokenizer: Tokenizer, body: Body, out: list[Any], known: dict[int, int]) -> int:
@@ -57,10 +57,11 @@ class Fit:
         """The plan, the forwarded messages and their count (over budget only when even
         the tightest plan did not fit, or the required parts alone overflow)."""
         layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
-        reserve = self.fixed + (
-            note_cost(tokenizer, budget, [ml.stripped for ml in layout.messages]) if note else 0
+        reserve = self.fixed + (note_cost(tokenizer, budget, layout.stripped) if note else 0)
+        required = Priority.REQUIRED
+        floor = reserve + sum(
+            c for c, p in zip(layout.cost, layout.priority, strict=True) if p is required
         )
-        floor = reserve + sum(it.cost for it in layout.items if it.required)
         target = budget
         for attempt in range(ATTEMPTS):
             plan = self.planner.plan(target, reserve)

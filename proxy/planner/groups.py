@@ -78,3 +78,15 @@ def shape(messages: Sequence[Any]) -> Shape:
     # A tool group reaching back before the current turn joins it whole.
     start = min((units[unit_of[i]][0] for i in range(last_user, n)), default=last_user)
     return Shape(units, unit_of, turn_of, start, turn)
+
+
+def chat_shape(roles: Sequence[str]) -> Shape:
+    """shape() of messages with these roles when none is a tool or function result: every
+    message a unit of its own. Whole-list passes: this runs per request."""
+    n = len(roles)
+    users = [i for i, role in enumerate(roles) if role == "user"]
+    turn_of = [0] * n
+    for turn, (first, end) in enumerate(zip(users, [*users[1:], n], strict=False), 1):
+        turn_of[first:end] = [turn] * (end - first)
+    start = users[-1] if users else max(n - 1, 0)
+    return Shape([[i] for i in range(n)], list(range(n)), turn_of, start, len(users))

@@ -5,21 +5,26 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
-from proxy.planner.items import Item
+from proxy.planner.items import Kind, Layout
 from proxy.relevance import TermIndex, score_history
 from proxy.types import Priority, Section
 
 
-def query_texts(items: Sequence[Item]) -> tuple[str, str]:
+def query_texts(layout: Layout) -> tuple[str, str]:
     """What relevance is to: the current turn's user text, and the newest turns' text."""
-    current: list[str] = []
-    recent: list[str] = []
+    start, msg, role, text = layout.current_start, layout.msg, layout.role, layout.text
+    kind, summary = layout.kind, Kind.SUMMARY
+    current = [
+        text[k]
+        for k in range(len(msg))
+        if msg[k] >= start and role[k] == "user" and kind[k] is not summary
+    ]
     section, high = Section.RECENT_MESSAGES, Priority.HIGH
-    for it in items:  # one pass: this runs per item
-        if it.current and it.role == "user":
-            current.append(it.text)
-        if it.section is section and it.priority is high:
-            recent.append(it.text)
+    recent = [
+        t
+        for t, s, p in zip(text, layout.section, layout.priority, strict=True)
+        if s is section and p is high
+    ]
     return "\n".join(current), "\n".join(recent)
 
 

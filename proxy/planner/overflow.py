@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget import cut_required
-from proxy.planner.items import MARKER, Action, Decision, Item, Kind, Layout
+from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
 from proxy.policy import Policy
-from proxy.types import Section, Tokenizer
+from proxy.types import Priority, Section, Tokenizer
 
 _OVERFLOW = "required parts over the budget by "
 
@@ -16,16 +16,17 @@ def overflow(
     policy: Policy,
     tokenizer: Tokenizer,
     window: int | None,
-    required: list[Item],
+    required: list[int],
     over: tuple[int, int, int, int],
 ) -> dict[int, Decision]:
-    """Decisions when `required` items alone exceed the budget: reject (raises
+    """Decisions when `required` items (keys) alone exceed the budget: reject (raises
     ContextLengthExceeded), or cut them, current turn last. `over`: (excess tokens, budget,
     request overhead, marker tokens)."""
     excess, budget, fixed, marker = over
+    section, cost, text, kind = layout.section, layout.cost, layout.text, layout.kind
     by_section: dict[Section, int] = {}
-    for it in required:
-        by_section[it.section] = by_section.get(it.section, 0) + it.cost
+    for k in required:
+        by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
     total = sum(by_section.values()) + fixed
     if policy.budget.on_required_overflow != "truncate":
         parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
@@ -35,10 +36,11 @@ def overflow(
             f"{budget:,}{within}: {parts}, request overhead {fixed:,}. Shorten the system "
             "prompt or the last message, or use a model with a larger context window."
         )
+    start, msg = layout.current_start, layout.msg
     sizes = [
-        (it.key, tokenizer.count_text(it.text), it.current)
-        for it in required
-        if it.kind is not Kind.OPAQUE and it.text
+        (k, tokenizer.count_text(text[k]), msg[k] >= start and kind[k] is not Kind.SUMMARY)
+        for k in required
+        if kind[k] is not Kind.OPAQUE and text[k]
     ]
     cuts = cut_required(sizes, excess, marker)
     # Said once, with the first plan's excess: the re-plans that tighten the target (see
@@ -46,18 +48,17 @@ def overflow(
     if not any(p.startswith(_OVERFLOW) for p in layout.problems):
         layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: cut, current turn last")
     decisions: dict[int, Decision] = {}
-    for it in layout.items:
-        if not it.required:
-            decisions[it.key] = Decision(
-                Action.DROP, "no room: the required parts exceed the budget"
-            )
-        elif it.key in cuts:
-            tokens = tokenizer.count_text(it.text)
-            kept = tokenizer.truncate_text(it.text, tokens - cuts[it.key])
-            after = it.cost - cuts[it.key] + marker
-            decisions[it.key] = Decision(
+    is_required = Priority.REQUIRED
+    for k, p in enumerate(layout.priority):
+        if p is not is_required:
+            decisions[k] = Decision(Action.DROP, "no room: the required parts exceed the budget")
+        elif k in cuts:
+            tokens = tokenizer.count_text(text[k])
+            kept = tokenizer.truncate_text(text[k], tokens - cuts[k])
+            after = cost[k] - cuts[k] + marker
+            decisions[k] = Decision(
                 Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
             )
         else:
-            decisions[it.key] = Decision(Action.KEEP, "required", tokens=it.cost)
+            decisions[k] = Decision(Action.KEEP, "required", tokens=cost[k])
     return decisions

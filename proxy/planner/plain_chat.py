@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
-from typing import Any, cast
+from typing import Any
 
-from proxy.planner.costs import well_shaped
 from proxy.planner.groups import shape
 from proxy.planner.tags import split_headings
 from proxy.policy import Policy
-from proxy.types import Alongside, Priority, Tokenizer
+from proxy.types import Priority
 
 _PLAIN_ROLES = frozenset(("user", "assistant", "tool", "function"))
 _SYSTEM_ROLES = frozenset(("system", "developer"))
@@ -50,57 +49,11 @@ class Chat:
         return not m.get("tool_calls") and not m.get("function_call")
 
 
-def _plain(m: Any) -> bool:
-    """A message with no x_context, no inline tag, nothing of an odd shape."""
-    if type(m) is not dict or "x_context" in m:
-        return False
-    content = m.get("content")
-    if type(content) is str:
-        # Only a role and a text: well shaped without looking further.
-        return _no_tag(content) and ((len(m) == 2 and "role" in m) or well_shaped(m))
-    return well_shaped(m) and (
-        content is None
-        or not any(isinstance(p, dict) and "<context" in str(p.get("text", "")) for p in content)
-    )
-
-
-def _no_tag(text: str) -> bool:
-    # A search for one character is several times faster than for "<context", and most
-    # texts have no "<" at all.
-    return "<" not in text or "<context" not in text
-
-
-def untagged_counts(
-    messages: list[Any],
-    tokenizer: Tokenizer,
-    alongside: Alongside | None = None,
-) -> list[int] | None:
-    """Each message's count when no message has a tag or an odd shape (nothing to strip
-    or report), else None. `alongside`: see ChatTokenizer.count_messages."""
-    for m in messages:  # _plain's common case inlined: this runs per message
-        if not (
-            (
-                type(m) is dict
-                and len(m) == 2
-                and type(content := m.get("content")) is str
-                and "role" in m
-                and ("<" not in content or "<context" not in content)
-            )
-            or _plain(m)
-        ):
-            return None
-    many = getattr(tokenizer, "count_messages", None)  # tokens.ChatTokenizer's batch count
-    if many is not None:
-        return cast(list[int], many(messages, alongside))
-    count = tokenizer.count_message
-    return [count(m) for m in messages]
-
-
 def read_chat(messages: Sequence[Any], policy: Policy) -> Chat | None:
     """`messages` as a Chat, or None when some message is not plain chat.
 
     The caller has checked every message is a well-shaped dict without x_context or
-    `<context` (untagged_counts). Runs per request: whole-list passes only."""
+    `<context` (costs.untagged_counts). Runs per request: whole-list passes only."""
     n = len(messages)
     roles = [m.get("role") for m in messages]
     contents = [m.get("content") for m in messages]

@@ -16,12 +16,11 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.allocation import Plan, Planner
 from proxy.planner.budget import compute_budget
 from proxy.planner.budget_note import budget_note, note_cost
-from proxy.planner.costs import measure, overhead
+from proxy.planner.costs import measure, overhead, untagged_counts
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.fit import Fit, count_forwarded, known_counts
 from proxy.planner.items import Action, Decision
 from proxy.planner.outcome import PlanOutcome, outcome, unplanned
-from proxy.planner.plain_chat import untagged_counts
 from proxy.planner.plain_plan import PlainOutcome, plan_plain
 from proxy.planner.refusal import Refused, no_report
 from proxy.planner.report import PlanReport, build_report
@@ -29,7 +28,7 @@ from proxy.planner.sections import build_layout
 from proxy.planner.trim import with_note
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
-from proxy.types import Body, Tokenizer
+from proxy.types import Body, Priority, Tokenizer
 
 __all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
 
@@ -95,12 +94,14 @@ def plan_request(
             return _plain_outcome(body, messages, policy, tokenizer, lean, (totals, before, known))
     layout = build_layout(messages, policy, checked=known is not None)
     full = measure(layout, tokenizer, known or ())
-    stripped = [ml.stripped for ml in layout.messages]
+    stripped = layout.stripped
     fixed = overhead(tokenizer, body, stripped)
     before = sum(full) + fixed
     note = policy.visibility.prompt_report and budget is not None
     if note and budget is not None:
-        required = fixed + sum(it.cost for it in layout.items if it.required)
+        required = fixed + sum(
+            c for c, p in zip(layout.cost, layout.priority, strict=True) if p is Priority.REQUIRED
+        )
         if required + note_cost(tokenizer, budget, stripped) > budget:
             note = False  # the note is a courtesy: never the reason a request fails
             layout.problems.append("no room for the context budget note")
@@ -108,8 +109,8 @@ def plan_request(
     plan: Plan | None = None
     if budget is None:
         out = stripped
-        for it in layout.items:
-            decisions[it.key] = Decision(Action.KEEP, "no context window known", tokens=it.cost)
+        for k, c in enumerate(layout.cost):
+            decisions[k] = Decision(Action.KEEP, "no context window known", tokens=c)
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
@@ -195,7 +196,7 @@ def _report(
     layout = build_layout(messages, policy)
     measure(layout, tokenizer)
     reason = "within budget" if totals[0] is not None else "no context window known"
-    decisions = {it.key: Decision(Action.KEEP, reason, tokens=it.cost) for it in layout.items}
+    decisions = {k: Decision(Action.KEEP, reason, tokens=c) for k, c in enumerate(layout.cost)}
     return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
 
 

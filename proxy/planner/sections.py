@@ -2,163 +2,31 @@
 
 First match wins: the message's `x_context`; inline `<context>` blocks (each block its own
 item); heading rules in system messages; defaults by position (system prompt, current
-turn, the newest `keep_recent` turns, older history).
+turn, the newest `keep_recent` turns, older history). The items go into the layout's
+columns: a plain conversation is read in whole-list passes, a message with tags, blocks,
+headings or an odd shape one at a time (sections_split.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from itertools import compress
 from typing import Any
 
 from proxy.planner.costs import well_shaped
-from proxy.planner.groups import Shape, role_of, shape
-from proxy.planner.items import Item, Kind, Layout, MessageLayout, Part
-from proxy.planner.tag_fields import Tag, read_tag, section_policy
-from proxy.planner.tags import Block, split_blocks, split_headings
+from proxy.planner.groups import Shape, chat_shape, shape
+from proxy.planner.items import Kind, Layout
+from proxy.planner.sections_split import split_message
+from proxy.planner.tags import split_headings
 from proxy.policy import Policy
 from proxy.types import Priority, Section
 
-_SYSTEM_ROLES = ("system", "developer")
-_PLAIN_ROLES = ("user", "assistant", "tool", "function")
-_TEXT_PARTS = ("text", "input_text")
-
-
-def _default_tag(i: int, role: str, sh: Shape, policy: Policy) -> Tag:
-    if role in _SYSTEM_ROLES:
-        return Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
-    if i >= sh.current_start:
-        return Tag(Section.RECENT_MESSAGES, Priority.REQUIRED, "current turn")
-    recent = sh.turn_of[i] >= sh.current_turn - policy.history.keep_recent
-    return Tag(Section.RECENT_MESSAGES, Priority.HIGH if recent else Priority.LOW, "default")
-
-
-class _Builder:
-    def __init__(self, messages: Sequence[Any], policy: Policy, checked: bool) -> None:
-        self.policy = policy
-        self.checked = checked
-        self.shape = shape(messages)
-        self.layout = Layout([], [], self.shape.units, self.shape.current_start)
-
-    def item(self, i: int, role: str, kind: Kind, tag: Tag, text: str, plain: bool) -> int:
-        key = len(self.layout.items)
-        self.layout.items.append(
-            Item(
-                key,
-                i,
-                role,
-                kind,
-                tag.section,
-                tag.priority,
-                text,
-                tag.source,
-                tag.id,
-                tag.cluster,
-                tag.score,
-                tag.summary_of,
-                i >= self.shape.current_start,
-                plain,
-            )
-        )
-        return key
-
-    def message(self, i: int, message: Any) -> None:
-        role = role_of(message)
-        protected = role in _SYSTEM_ROLES or i >= self.shape.current_start
-        unit = self.shape.unit_of[i]
-        group = len(self.shape.units[unit]) > 1
-        where = f"message {i}"
-        problems = self.layout.problems
-        tagged = isinstance(message, dict) and "x_context" in message
-        stripped = {k: v for k, v in message.items() if k != "x_context"} if tagged else message
-        tag = _default_tag(i, role, self.shape, self.policy)
-        if not well_shaped(message):
-            problems.append(f"{where}: unexpected message shape, forwarded untouched")
-            tag.priority, tag.source = Priority.REQUIRED, "opaque"
-            base = self.item(i, role, Kind.OPAQUE, tag, "", False)
-            self.layout.messages.append(
-                MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged)
-            )
-            return
-        x = message.get("x_context")
-        if isinstance(x, dict):
-            tag = read_tag(x, tag, self.policy, f"{where} x_context", problems, "x_context")
-        elif tagged:
-            problems.append(f"{where}: x_context is not an object, ignored")
-        if protected and tag.priority is not Priority.REQUIRED:
-            tag.priority = Priority.REQUIRED  # system messages and the current turn stay whole
-        content = message.get("content")
-        plain = not message.get("tool_calls") and not message.get("function_call")
-        texts: list[tuple[int | None, str]] = []
-        if isinstance(content, str):
-            texts.append((None, content))
-        elif isinstance(content, list):
-            for index, part in enumerate(content):
-                if (
-                    isinstance(part, dict)
-                    and part.get("type") in _TEXT_PARTS
-                    and isinstance(part.get("text"), str)
-                ):
-                    texts.append((index, part["text"]))
-                else:
-                    plain = False
-        base = self.item(i, role, Kind.MESSAGE, tag, "", plain)
-        layout = MessageLayout(i, message, stripped, role, base, [base], [], unit, group, tagged)
-        headings = role in _SYSTEM_ROLES and tag.source != "x_context"
-        base_text: list[str] = []
-        new_parts: dict[int | None, str] = {}
-        for p, text in texts:
-            pieces, found = split_blocks(text)
-            problems.extend(f"{where}: {f}" for f in found)
-            part = Part(p, [])
-            for piece in pieces:
-                if isinstance(piece, Block):
-                    layout.tagged = True
-                    problems.extend(f"{where}: {f}" for f in piece.problems)
-                    btag = read_tag(
-                        piece.attrs, tag, self.policy, f"{where} <context>", problems, "inline"
-                    )
-                    unknown = sorted(
-                        set(piece.attrs)
-                        - {"section", "priority", "id", "cluster", "score", "summary_of"}
-                    )
-                    if unknown:
-                        problems.append(
-                            f"{where} <context>: unknown attributes {', '.join(unknown)}"
-                        )
-                    key = self.item(i, role, Kind.BLOCK, btag, piece.inner, True)
-                    layout.items.append(key)
-                    part.pieces.append((key, piece.inner))
-                    continue
-                for section, chunk in (
-                    split_headings(piece, self.policy.headings) if headings else [(None, piece)]
-                ):
-                    if section is None:
-                        part.pieces.append((base, chunk))
-                        base_text.append(chunk)
-                        continue
-                    htag = Tag(section, section_policy(self.policy, section).priority, "heading")
-                    key = self.item(i, role, Kind.HEADING, htag, chunk, True)
-                    layout.items.append(key)
-                    part.pieces.append((key, chunk))
-            layout.parts.append(part)
-            new_parts[p] = "".join(t for _, t in part.pieces)
-        self.layout.items[base].text = "".join(base_text)
-        if layout.tagged:
-            layout.stripped = _with_texts(stripped, new_parts)
-        self.layout.messages.append(layout)
-
-
-def _with_texts(message: dict[str, Any], texts: Mapping[int | None, str]) -> dict[str, Any]:
-    """`message` with its string content or text parts replaced (tags removed)."""
-    out = dict(message)
-    if None in texts:
-        out["content"] = texts[None]
-    elif texts:
-        out["content"] = [
-            {**part, "text": texts[p]} if p in texts else part
-            for p, part in enumerate(message["content"])
-        ]
-    return out
+_SYSTEM_ROLES = frozenset(("system", "developer"))
+_CHAT_ROLES = ("user", "assistant", "tool", "function")  # a tuple: a role may be unhashable
+_PLAIN_ROLES = frozenset(_CHAT_ROLES)
+_ROLES = _PLAIN_ROLES | _SYSTEM_ROLES
+_CONTENT_TYPES = frozenset((str, type(None)))
+_GROUP_ROLES = frozenset(("tool", "function"))  # only these join another message's unit
 
 
 def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = False) -> Layout:
@@ -166,15 +34,86 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
 
     `checked`: every message is already known to be well shaped and free of tags (no
     x_context, no `<context` in its text): saves a second look."""
-    builder = _Builder(messages, policy, checked)
-    layout = builder.layout
-    sh = builder.shape
-    items, mls = layout.items, layout.messages
-    turn_of, unit_of, start = sh.turn_of, sh.unit_of, sh.current_start
-    sizes = [len(unit) for unit in sh.units]
+    layout = (checked and _plain_layout(messages, policy)) or _general_layout(
+        messages, policy, shape(messages), checked
+    )
+    _unify_groups(layout)
+    return layout
+
+
+def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
+    """Default priorities by position: required from the current turn, high for the newest
+    `keep_recent` turns, low before."""
+    start, turn_of = sh.current_start, sh.turn_of
     recent_from = sh.current_turn - policy.history.keep_recent
-    required, high, low = Priority.REQUIRED, Priority.HIGH, Priority.LOW
-    kind, section = Kind.MESSAGE, Section.RECENT_MESSAGES
+    # turn_of is ascending: the high run starts at the first message of a recent turn.
+    first = next((i for i in range(start) if turn_of[i] >= recent_from), start)
+    return (
+        [Priority.LOW] * first
+        + [Priority.HIGH] * (start - first)
+        + [Priority.REQUIRED] * (n - start)
+    )
+
+
+def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
+    """Plain chat in whole-list passes: every message one string (or no) content item of
+    a known role, no heading section; None when some message is not (then one by one)."""
+    n = len(messages)
+    roles = [m.get("role") for m in messages]
+    contents = [m.get("content") for m in messages]
+    try:
+        kinds = set(roles)
+    except TypeError:  # a role of an odd type (unhashable)
+        return None
+    if not kinds <= _ROLES or not set(map(type, contents)) <= _CONTENT_TYPES:
+        return None
+    texts: list[str] = [c or "" for c in contents]
+    sh = shape(messages) if not kinds.isdisjoint(_GROUP_ROLES) else chat_shape(roles)
+    start = sh.current_start
+    priority = _priorities(sh, policy, n)
+    tags = ["default"] * start + ["current turn"] * (n - start)
+    if kinds.isdisjoint(_SYSTEM_ROLES):
+        section = [Section.RECENT_MESSAGES] * n
+    else:
+        section = [Section.RECENT_MESSAGES] * n
+        headings = policy.headings
+        for i in compress(range(n), [r in _SYSTEM_ROLES for r in roles]):
+            text = texts[i]
+            if "#" in text and any(s is not None for s, _ in split_headings(text, headings)):
+                return None  # heading sections: items of their own
+            section[i], priority[i], tags[i] = Section.SYSTEM_PROMPT, Priority.REQUIRED, "default"
+    plain = [True] * n  # a role and a content only: text, plainly
+    for i in compress(range(n), [len(m) != 2 or "content" not in m for m in messages]):
+        m, c = messages[i], contents[i]
+        if type(c) is str and roles[i] in _PLAIN_ROLES:
+            plain[i] = "tool_calls" not in m and "function_call" not in m
+        else:
+            plain[i] = not m.get("tool_calls") and not m.get("function_call")
+    keys = list(range(n))  # base and msg: equal, as separate lists (summaries add items)
+    return Layout(
+        list(messages), roles, keys, {}, sh.units, sh.unit_of, start, keys.copy(), roles.copy(),
+        [Kind.MESSAGE] * n, section, priority, texts, tags, plain, [0] * n,
+        originals=messages,
+    )  # fmt: skip
+
+
+def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked: bool) -> Layout:
+    n = len(messages)
+    layout = Layout(
+        [], [], [], {}, sh.units, sh.unit_of, sh.current_start,
+        [], [], [], [], [], [], [], [], [], originals=messages,
+    )  # fmt: skip
+    priorities = _priorities(sh, policy, n)
+    start = sh.current_start
+    section, kind = Section.RECENT_MESSAGES, Kind.MESSAGE
+    msg, role_col, kinds, sections, prios = (
+        layout.msg,
+        layout.role,
+        layout.kind,
+        layout.section,
+        layout.priority,
+    )
+    texts, tags, plains = layout.text, layout.tag, layout.plain
     for i, message in enumerate(messages):
         # The common case, kept lean: an untagged text message outside the system prompt.
         if type(message) is dict and "x_context" not in message:
@@ -183,7 +122,7 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
             text = type(content) is str
             if (
                 (text or content is None)
-                and role in _PLAIN_ROLES
+                and role in _CHAT_ROLES
                 and (
                     checked
                     or (
@@ -192,48 +131,43 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
                     )
                 )
             ):
-                if i >= start:
-                    priority, source = required, "current turn"
-                else:
-                    priority, source = (high if turn_of[i] >= recent_from else low), "default"
-                key = len(items)
-                if not text:  # a tool call without text: as the general path makes it
-                    plain = not message.get("tool_calls") and not message.get("function_call")
-                    items.append(
-                        Item(key, i, role, kind, section, priority, "", source, None, None,
-                             None, (), i >= start, plain)
-                    )  # fmt: skip
-                    unit = unit_of[i]
-                    mls.append(
-                        MessageLayout(i, message, message, role, key, [key], [], unit,
-                                      sizes[unit] > 1, False)
-                    )  # fmt: skip
-                    continue
-                plain = "tool_calls" not in message and "function_call" not in message
-                items.append(
-                    Item(key, i, role, kind, section, priority, content, source, None, None,
-                         None, (), i >= start, plain)
-                )  # fmt: skip
-                unit = unit_of[i]
-                mls.append(
-                    MessageLayout(i, message, message, role, key, [key],
-                                  [Part(None, [(key, content)])], unit, sizes[unit] > 1, False)
-                )  # fmt: skip
+                key = len(msg)
+                layout.stripped.append(message)
+                layout.roles.append(role)
+                layout.base.append(key)
+                msg.append(i)
+                role_col.append(role)
+                kinds.append(kind)
+                sections.append(section)
+                prios.append(priorities[i])
+                tags.append("current turn" if i >= start else "default")
+                if text:
+                    texts.append(content)
+                    plains.append("tool_calls" not in message and "function_call" not in message)
+                else:  # a tool call without text: as the general case makes it
+                    texts.append("")
+                    plains.append(
+                        not message.get("tool_calls") and not message.get("function_call")
+                    )
                 continue
-        builder.message(i, message)
-    _unify_groups(layout)
+        split_message(layout, i, message, policy, (sh.turn_of[i], sh.current_turn))
+    layout.cost = [0] * len(msg)
     return layout
 
 
 def _unify_groups(layout: Layout) -> None:
     """A tool group is one unit: its messages share the first tagged member's section and
     priority, and a required item anywhere in it makes the whole group required."""
+    if len(layout.units) == len(layout.base):
+        return  # every message a unit of its own
+    base, tag, section, priority = layout.base, layout.tag, layout.section, layout.priority
+    required = Priority.REQUIRED
     for unit in layout.units:
         if len(unit) < 2:
             continue
-        bases = [layout.items[layout.messages[i].base] for i in unit]
-        lead = next((b for b in bases if b.tag == "x_context"), bases[0])
-        required = any(layout.items[k].required for i in unit for k in layout.messages[i].items)
+        bases = [base[i] for i in unit]
+        lead = next((b for b in bases if tag[b] == "x_context"), bases[0])
+        whole = any(priority[k] is required for i in unit for k in layout.items_of(i))
         for b in bases:
-            b.section = lead.section
-            b.priority = Priority.REQUIRED if required else lead.priority
+            section[b] = section[lead]
+            priority[b] = required if whole else priority[lead]

@@ -74,49 +74,52 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
     """The forwarded messages, in the original order, summaries at their anchors."""
     placed: dict[int, list[Any]] = {}
     moved: set[int] = set()
+    inserted = Action.SUMMARY_INSERTED
     for key, d in decisions.items():
-        if d.action is Action.SUMMARY_INSERTED and d.anchor is not None:
-            item = layout.items[key]
+        if d.action is inserted and d.anchor is not None:
             if key in layout.extra:
                 message = layout.extra[key]
             else:
-                ml = layout.messages[item.msg]
-                message = render(ml, _replacements(ml, decisions))
-                moved.add(item.msg)
+                ml = layout.message(layout.msg[key])
+                message = render(ml, _replacements(ml.items, decisions))
+                moved.add(ml.index)
             placed.setdefault(d.anchor, []).append(message)
-    out: list[Any] = []
     keep = Action.KEEP
-    for ml in layout.messages:
+    stripped, split = layout.stripped, layout.split
+    out: list[Any] = []
+    for i, b in enumerate(layout.base):
         if placed:
-            out.extend(placed.pop(ml.index, ()))
-        if ml.index in moved:
+            out.extend(placed.pop(i, ()))
+        if moved and i in moved:
             continue
-        base = decisions.get(ml.base)
-        alone = len(ml.items) == 1
+        base = decisions.get(b)
+        s = split.get(i) if split else None
+        alone = s is None or len(s.items) == 1
         if alone and (base is None or (base.action is keep and base.text is None)):
-            out.append(ml.stripped)  # the common case: a whole message kept as it came
+            out.append(stripped[i])  # the common case: a whole message kept as it came
             continue
         if (
             base is not None
             and not base.kept
-            and (alone or ml.group or not _any_kept(ml, decisions))
+            and (alone or layout.group(i) or not _any_kept(layout.items_of(i), decisions))
         ):
             continue  # alone: its only item is the base, and that is not kept
+        ml = layout.message(i)
         out.append(
-            render(ml, _replacements(ml, decisions), bare=base is not None and not base.kept)
+            render(ml, _replacements(ml.items, decisions), bare=base is not None and not base.kept)
         )
     for rest in placed.values():  # anchors past the end cannot happen; kept for safety
         out.extend(rest)
     return out
 
 
-def _any_kept(ml: MessageLayout, decisions: Mapping[int, Decision]) -> bool:
-    return any(decisions[k].kept if k in decisions else True for k in ml.items)
+def _any_kept(keys: list[int], decisions: Mapping[int, Decision]) -> bool:
+    return any(decisions[k].kept if k in decisions else True for k in keys)
 
 
-def _replacements(ml: MessageLayout, decisions: Mapping[int, Decision]) -> dict[int, str | None]:
+def _replacements(keys: list[int], decisions: Mapping[int, Decision]) -> dict[int, str | None]:
     out: dict[int, str | None] = {}
-    for key in ml.items:
+    for key in keys:
         d = decisions.get(key)
         if d is None:
             continue

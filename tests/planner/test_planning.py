@@ -553,7 +553,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
 
 
 def test_untagged_counts_are_the_message_counts_or_none() -> None:
-    from proxy.planner.plain_chat import untagged_counts as _untagged_counts
+    from proxy.planner.costs import untagged_counts as _untagged_counts
 
     plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
     assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]
