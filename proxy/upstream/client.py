@@ -154,7 +154,7 @@ class Upstream:
         self._session = session
         self._max_answer_bytes = max_answer_bytes
         self._jitter = random.Random()
-        self._timeouts: dict[tuple[Timeouts, bool], aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[tuple[float, float, bool], aiohttp.ClientTimeout] = {}
 
     @classmethod
     def open(cls, max_answer_bytes: int = MAX_ANSWER_BYTES) -> Upstream:
@@ -214,11 +214,14 @@ class Upstream:
     ) -> UpstreamResponse:
         # Streams get a per-read timeout (a long answer may take minutes overall);
         # plain answers get the whole budget for headers and body.
-        timeout = self._timeouts.get((timeouts, streaming))
+        # Keyed by plain numbers: a Timeouts made per request hashes and compares in
+        # Python (dataclass methods), a tuple of floats in C.
+        key = (timeouts.total_s, timeouts.connect_s, streaming)
+        timeout = self._timeouts.get(key)
         if timeout is None:  # one per policy setting, not one per request
             # A plain answer's total deadline covers its reads: no per-read timer, which
             # aiohttp would re-arm on every piece of data received.
-            timeout = self._timeouts[(timeouts, streaming)] = aiohttp.ClientTimeout(
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(
                 total=None if streaming else timeouts.total_s,
                 sock_connect=timeouts.connect_s,
                 sock_read=timeouts.total_s if streaming else None,

@@ -139,3 +139,34 @@ def test_plain_calls_have_no_per_read_timer_streams_keep_theirs() -> None:
             await upstream.close()
 
     asyncio.run(main())
+
+
+def test_reading_a_body_enters_no_asyncio_timeout_and_still_times_out() -> None:
+    from starlette.requests import Request
+
+    from proxy.errors import BodyTimeout
+    from proxy.server import request_body
+
+    def request(stall: bool) -> Request:
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if stall and sent:
+                await asyncio.Event().wait()
+            sent = True
+            return {"type": "http.request", "body": b'{"a":1}', "more_body": stall}
+
+        return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+    async def main() -> None:
+        with mock.patch("asyncio.timeout", side_effect=AssertionError("a timeout context")):
+            assert await request_body.read_body(request(False), 1000) == b'{"a":1}'
+        with mock.patch.object(request_body, "BODY_READ_TIMEOUT_S", 0.05):
+            began = time.monotonic()
+            with pytest.raises(BodyTimeout):
+                await request_body.read_body(request(True), 1000)
+            assert time.monotonic() - began < 2
+            assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
