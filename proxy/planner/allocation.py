@@ -115,6 +115,8 @@ class Planner:
         layout = self.layout
         kind, msg, fields = layout.kind, layout.msg, layout.fields
         units, unit_of = layout.units, layout.unit_of
+        if not fields and len(units) == len(layout.base) == len(kind):
+            return list(compress(range(len(optional)), optional))  # messages, each alone
         message, opaque, summary = Kind.MESSAGE, Kind.OPAQUE, Kind.SUMMARY
         out: list[int] = []
         for k in compress(range(len(optional)), optional):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
@@ -29,6 +30,31 @@ def decide(
     kept: dict[int, Decision] = {}
     dropped = {p: Decision(drop, reason) for p, reason in OVER_BUDGET.items()}
     hosts, costs = choices.host, choices.cost
+    n = len(costs)
+    if not members and not placed and not rewritten and len(grants) == n and hosts.count(None) == n:
+        # The common case in whole-list passes: choices kept whole or dropped, few cut.
+        given = [grants[c] for c in range(n)]
+        whole = [g > 0 and g == full for g, full in zip(given, costs, strict=True)]
+        singles = [len(keys) == 1 for keys in choices.items]
+        if all(singles):
+            leads = [keys[0] for keys in choices.items]
+            keys_kept = list(compress(leads, whole))
+            for tokens in {cost[k] for k in keys_kept} - kept.keys():
+                kept[tokens] = Decision(keep, "fits the budget", None, tokens)
+            decisions.update(
+                zip(keys_kept, map(kept.__getitem__, map(cost.__getitem__, keys_kept)), strict=True)
+            )
+            gone = [k for k, g in zip(leads, given, strict=True) if g == 0]
+            decisions.update(
+                zip(gone, map(dropped.__getitem__, map(priority.__getitem__, gone)), strict=True)
+            )
+            rest = [c for c, (g, w) in enumerate(zip(given, whole, strict=True)) if g and not w]
+            for c in rest:
+                key = leads[c]
+                decisions[key] = _item_decision(
+                    planner, c, choices, key, given[c], sub, placed, rewritten
+                )
+            return
     for c, keys in enumerate(choices.items):
         grant = grants.get(c, 0)
         host = hosts[c]

@@ -10,6 +10,7 @@ from proxy.planner.items import Layout
 from proxy.types import Priority, Section
 
 MIN_REPEAT_CHARS = 64
+_PLAIN_TAGS = frozenset(("default", "current turn"))  # compared by exact text
 _BULLET = re.compile(r"^(?:[-*•+]|\d+[.)])\s+")
 
 
@@ -70,19 +71,18 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
                     removed[k] = f"duplicate id {ident!r} (kept: message {msg[keep]})"
     # The first item of each content, and the rest only where there is a repeat: most
     # items are unique, and a list per item would cost more than the comparison.
-    candidates = [
-        k
-        for k, (p, plain) in enumerate(zip(priority, layout.plain, strict=True))
-        if plain and (p is required or (k in keys and k not in removed))
-    ]
     first: dict[tuple[str, str], int] = {}
     repeats: dict[tuple[str, str], list[int]] = {}
-    if all(tag[k] == "default" or tag[k] == "current turn" for k in candidates):
-        # Plain conversation only: compared by exact text, so no text twice, no repeat
-        # (the common case, found without a key per message).
-        long = [text[k] for k in candidates if len(text[k]) >= MIN_REPEAT_CHARS]
-        if len(set(long)) == len(long):
-            candidates = []
+    candidates: list[int] = []
+    long = [t for t in text if len(t) >= MIN_REPEAT_CHARS]
+    if len(set(long)) < len(long) or not set(tag) <= _PLAIN_TAGS:
+        # Some text twice, or tagged context (compared normalized): look closer. Else
+        # nothing can repeat: plain conversation compares exact texts past a length.
+        candidates = [
+            k
+            for k, (p, plain) in enumerate(zip(priority, layout.plain, strict=True))
+            if plain and (p is required or (k in keys and k not in removed))
+        ]
     for k in candidates:
         if tag[k] in ("default", "current turn"):
             if len(text[k]) < MIN_REPEAT_CHARS:

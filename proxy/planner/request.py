@@ -71,10 +71,12 @@ def plan_request(
     known = (
         None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer, alongside)
     )
+    fixed: int | None = None
     if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
         counted = sum(known)
-        before = counted + overhead(tokenizer, body, messages)
+        fixed = overhead(tokenizer, body, messages)  # untagged: forwarded as they are
+        before = counted + fixed
         if budget is None or before <= budget:
             return outcome(
                 body,
@@ -95,7 +97,8 @@ def plan_request(
     layout = build_layout(messages, policy, checked=known is not None)
     full = measure(layout, tokenizer, known or ())
     stripped = layout.stripped
-    fixed = overhead(tokenizer, body, stripped)
+    if fixed is None:
+        fixed = overhead(tokenizer, body, stripped)
     before = sum(full) + fixed
     note = policy.visibility.prompt_report and budget is not None
     if note and budget is not None:
@@ -160,12 +163,14 @@ def plan_request(
         totals,
         before,
         after,
-        Counter(d.action for d in decisions.values()),
+        Counter(map(_action, decisions.values())),
         layout.problems,
         names,
         report,
     )
 
+
+_action = operator.attrgetter("action")
 
 # Texts read per step beside a count (a step takes well under a millisecond).
 _READ_STEP = 16

@@ -87,6 +87,19 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
     keep = Action.KEEP
     stripped, split = layout.stripped, layout.split
     out: list[Any] = []
+    if not placed and not split:  # every message one item: the loop below, lean
+        get = decisions.get
+        for i, (m, b) in enumerate(zip(stripped, layout.base, strict=True)):
+            base = get(b)
+            if base is None or (base.action is keep and base.text is None):
+                out.append(m)
+            elif not base.kept:
+                continue
+            elif base.text is not None and type(m.get("content")) is str:
+                out.append({**m, "content": base.text})  # what render makes of a cut text
+            else:
+                out.append(render(layout.message(i), _replacements([b], decisions)))
+        return out
     for i, b in enumerate(layout.base):
         if placed:
             out.extend(placed.pop(i, ()))
