@@ -146,10 +146,15 @@ class PolicySet:
 
     default: Policy
     policies: tuple[Policy, ...] = ()
+    # Derived once here: every request asks (auth, forwarded headers), and a set never
+    # changes (a reload builds a new one).
+    open_mode: bool = field(init=False, repr=False, compare=False)
+    admin_required: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def open_mode(self) -> bool:
-        return not any(p.keys for p in self.all())
+    def __post_init__(self) -> None:
+        every = self.all()
+        object.__setattr__(self, "open_mode", not any(p.keys for p in every))
+        object.__setattr__(self, "admin_required", any(p.admin_keys for p in every))
 
     def all(self) -> tuple[Policy, ...]:
         return (self.default, *self.policies)
@@ -182,7 +187,3 @@ class PolicySet:
             for stored in policy.admin_keys:
                 matched |= hmac.compare_digest(digest, stored.lower().encode())
         return matched
-
-    @property
-    def admin_required(self) -> bool:
-        return any(p.admin_keys for p in self.all())

@@ -12,6 +12,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from proxy.errors import UpstreamTimeout, UpstreamTooLarge, UpstreamUnreachable
+from proxy.upstream.lean_request import SKIPPED_NAMES, LeanRequest
 
 # Headers that describe one connection, not the message; never forwarded (RFC 9110 7.6.1),
 # plus the ones aiohttp or the receiving server recomputes.
@@ -164,7 +165,8 @@ class Upstream:
         session = aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,  # bodies pass through as the upstream encoded them
-            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            skip_auto_headers=SKIPPED_NAMES,
+            request_class=LeanRequest,  # the skip rule above, applied without per-request copies
             trust_env=False,  # never route through a proxy picked up from the environment
         )
         return cls(session, max_answer_bytes)
@@ -230,7 +232,7 @@ class Upstream:
             response = await self._session.request(
                 method,
                 url,
-                headers=CIMultiDict(headers),
+                headers=headers,  # pairs, repeats kept: aiohttp builds its own multidict
                 data=body,
                 timeout=timeout,
                 allow_redirects=False,
