@@ -40,6 +40,8 @@ class LimitedProtocol(HttpToolsProtocol):
         self.head_timeout_s = head_timeout_s
         self.max_connections = max_connections
         self._head_timer: asyncio.TimerHandle | None = None
+        # When the head being awaited began (loop time); None while none is awaited.
+        self._head_started: float | None = None
         self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -65,23 +67,39 @@ class LimitedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._head_timer is None:  # a further request on a kept-alive connection
+        if self._head_started is None:  # a further request on a kept-alive connection
             self._start_head_timer()
 
     def on_headers_complete(self) -> None:
-        self._stop_head_timer()
+        # The timer is left armed: on a busy kept-alive connection it is re-armed only when
+        # it fires (every head_timeout_s), not made and cancelled for every request (~3 µs).
+        self._head_started = None
         super().on_headers_complete()
 
     def _start_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+        self._head_started = self.loop.time()
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timer_fired)
 
     def _stop_head_timer(self) -> None:
+        self._head_started = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_timed_out(self) -> None:
+    def _head_timer_fired(self) -> None:
         self._head_timer = None
+        started = self._head_started
+        if started is None:  # no head awaited now: the next one arms the timer again
+            return
+        left = started + self.head_timeout_s - self.loop.time()
+        if left > 0:  # a later head than the one this timer was armed for
+            self._head_timer = self.loop.call_later(left, self._head_timer_fired)
+            return
+        self._head_timed_out()
+
+    def _head_timed_out(self) -> None:
+        self._head_started = None
         if self.transport.is_closing():
             return
         if self.cycle is None or self.cycle.response_complete:  # never inside an answer

@@ -66,18 +66,20 @@ def clean_headers(
     headers: Mapping[str, str] | CIMultiDict[str], drop: frozenset[str] = frozenset()
 ) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones and those named by `Connection`, keeping repeats."""
-    items = list(headers.items())
-    named = {
-        token.strip().lower()
-        for key, value in items
-        if key.lower() == "connection"
-        for token in value.split(",")
-    }
-    return [
-        (key, value)
-        for key, value in items
-        if (low := key.lower()) not in HOP_BY_HOP and low not in named and low not in drop
-    ]
+    # One pass, each name lowered once; the tokens of `Connection` (rare) a second one.
+    kept: list[tuple[str, str, str]] = []
+    named: set[str] | None = None
+    for key, value in headers.items():
+        low = key.lower()
+        if low in HOP_BY_HOP or low in drop:
+            if low == "connection":
+                tokens = {token.strip().lower() for token in value.split(",")}
+                named = tokens if named is None else named | tokens
+            continue
+        kept.append((key, value, low))
+    if named is None:
+        return [(key, value) for key, value, _ in kept]
+    return [(key, value) for key, value, low in kept if low not in named]
 
 
 class UpstreamResponse:
