@@ -9,12 +9,15 @@ lists: a long plain history costs a few whole-list passes.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import compress
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
-from proxy.planner.clusters import settle
+from proxy.planner.clusters import Substitution, settle
 from proxy.planner.decisions import decide
 from proxy.planner.dedupe import Dedupe, dedupe
 from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
@@ -27,9 +30,22 @@ from proxy.types import Overflow, Priority, Section, Strategy, Tokenizer
 
 @dataclass(slots=True)
 class Plan:
-    decisions: dict[int, Decision]
+    made: dict[int, Decision]  # the decisions (those made so far, while `rest` is set)
     reserved: dict[Section, int]  # floor(B * ratio) per section
     allocated: dict[Section, int]  # what each section was granted, required items included
+    rest: Callable[[], None] | None = None  # makes the others into `made`
+    # Set when every item is kept whole or dropped (or deduped): which are kept, and
+    # how many are dropped and deduped. Trim and the counts need no more, so most plans'
+    # decisions are made only when the report asks for them.
+    kept: list[bool] | None = None
+    counts: dict[Action, int] | None = None
+
+    @property
+    def decisions(self) -> dict[int, Decision]:
+        if self.rest is not None:
+            self.rest()
+            self.rest = None
+        return self.made
 
 
 class Planner:
@@ -103,12 +119,24 @@ class Planner:
             return grant(choices, active, available, left, ranks)
 
         sub = settle(layout, choices, run)
-        decide(self, choices, sub, found.rewritten, decisions)
         allocated = dict(by_section)
         grants = sub.grants
         for c, s in enumerate(choices.section):
             allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
-        return Plan(decisions, reserved, allocated)
+        plan = Plan(decisions, reserved, allocated)
+        whole = _whole(choices, sub, found)
+        if whole is None:
+            decide(self, choices, sub, found.rewritten, decisions)
+            return plan
+        kept = [True] * len(layout.msg)  # trim keeps what has no decision
+        gone = [keys[0] for keys, w in zip(choices.items, whole, strict=True) if not w]
+        for k in gone:
+            kept[k] = False
+        for k in found.removed:
+            kept[k] = False
+        plan.kept, plan.counts = kept, {Action.DROP: len(gone), Action.DEDUPE: len(found.removed)}
+        plan.rest = partial(decide, self, choices, sub, found.rewritten, decisions)
+        return plan
 
     def _dedupable(self, optional: list[bool]) -> list[int]:
         """Keys of the optional items dedupe may compare (not tool group members)."""
@@ -128,3 +156,19 @@ class Planner:
             elif it_kind is not opaque and it_kind is not summary and not summary_of:
                 out.append(k)
         return out
+
+
+def _whole(choices: Choices, sub: Substitution, found: Dedupe) -> list[bool] | None:
+    """Per choice, kept whole (True) or dropped, when every choice is one item, kept whole
+    or dropped, with no summary, host or rewritten text involved; else None."""
+    grants, cost = sub.grants, choices.cost
+    n = len(cost)
+    if sub.members or found.rewritten or len(grants) != n or choices.host.count(None) != n:
+        return None
+    if max(map(len, choices.items), default=1) != 1:
+        return None
+    given = list(map(grants.__getitem__, range(n)))
+    whole = list(map(operator.eq, given, cost))
+    if whole.count(True) + given.count(0) != n or 0 in compress(cost, whole):
+        return None  # cut to a grant (its decision says how), or kept at no cost
+    return whole

@@ -7,6 +7,7 @@ not fit, the planner's target is tightened and it plans again.
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
@@ -52,6 +53,7 @@ class Fit:
         self.planner, self.layout, self.policy = planner, layout, policy
         self.tokenizer, self.body, self.budget, self.fixed = tokenizer, body, budget, fixed
         self.known = known_counts(layout, full)
+        self.full = full
 
     def run(self, note: bool) -> tuple[Plan, list[Any], int]:
         """The plan, the forwarded messages and their count (over budget only when even
@@ -65,10 +67,16 @@ class Fit:
         target = budget
         for attempt in range(ATTEMPTS):
             plan = self.planner.plan(target, reserve)
-            out = apply(layout, plan.decisions)
-            if note:
-                out = with_note(out, budget_note(layout, plan.decisions, budget, None))
-            after = count_forwarded(tokenizer, self.body, out, self.known)
+            if plan.kept is not None and not note and not layout.split and not layout.extra:
+                # Every message one item, kept as it came or dropped: no decision needed.
+                out = list(compress(layout.stripped, plan.kept))
+                counted = sum(compress(self.full, plan.kept))
+                after = counted + overhead(tokenizer, self.body, out)
+            else:
+                out = apply(layout, plan.decisions)
+                if note:
+                    out = with_note(out, budget_note(layout, plan.decisions, budget, None))
+                after = count_forwarded(tokenizer, self.body, out, self.known)
             if after <= budget:
                 return plan, out, after
             # Tighten faster each round: a cut item can absorb a small step without a change.

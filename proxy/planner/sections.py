@@ -9,6 +9,7 @@ headings or an odd shape one at a time (sections_split.py).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress
 from typing import Any
@@ -47,7 +48,7 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     start, turn_of = sh.current_start, sh.turn_of
     recent_from = sh.current_turn - policy.history.keep_recent
     # turn_of is ascending: the high run starts at the first message of a recent turn.
-    first = next((i for i in range(start) if turn_of[i] >= recent_from), start)
+    first = bisect_left(turn_of, recent_from, 0, start)
     return (
         [Priority.LOW] * first
         + [Priority.HIGH] * (start - first)
