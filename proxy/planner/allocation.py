@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from itertools import compress
+from itertools import compress, repeat
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
@@ -68,6 +68,7 @@ class Planner:
         self.sections = {s: section_policy(policy, s) for s in Section}
         score, recent = Strategy.SCORE, Strategy.RECENT
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
+        self._required: tuple[list[int], dict[Section, int]] | None = None
         self.modes = {  # per section: score order, truncatable, recency (a run of the newest)
             s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
             for s, p in self.sections.items()
@@ -80,12 +81,8 @@ class Planner:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
         layout = self.layout
         ratios = {s: self.sections[s].ratio for s in Section}
-        flags = [p is Priority.REQUIRED for p in layout.priority]
-        required = list(compress(range(len(flags)), flags))
-        by_section: dict[Section, int] = {}
-        section, cost = layout.section, layout.cost
-        for k in required:
-            by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+        required, by_section = self.required()
+        cost = layout.cost
         available = budget - fixed - sum(by_section.values())
         reserved = {s: math.floor(budget * ratios[s]) for s in Section}
         if available < 0:
@@ -98,7 +95,9 @@ class Planner:
             k: Decision(keep, now if msg[k] >= start else before, None, cost[k]) for k in required
         }
         if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
-            optional = [not f for f in flags]
+            optional = [True] * len(cost)
+            for k in required:
+                optional[k] = False
             found = dedupe(layout, self._dedupable(optional))
             for key, (text, _) in found.rewritten.items():
                 self.text[key] = text
@@ -121,15 +120,19 @@ class Planner:
         sub = settle(layout, choices, run)
         allocated = dict(by_section)
         grants = sub.grants
-        for c, s in enumerate(choices.section):
-            allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
+        if choices.keep is not None and choices.section:  # one section
+            s = choices.section[0]
+            allocated[s] = allocated.get(s, 0) + sum(grants.values())
+        else:
+            for c, s in enumerate(choices.section):
+                allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
         plan = Plan(decisions, reserved, allocated)
         whole = _whole(choices, sub, found)
         if whole is None:
             decide(self, choices, sub, found.rewritten, decisions)
             return plan
         kept = [True] * len(layout.msg)  # trim keeps what has no decision
-        gone = [keys[0] for keys, w in zip(choices.items, whole, strict=True) if not w]
+        gone = [keys[0] for keys in compress(choices.items, map(operator.not_, whole))]
         for k in gone:
             kept[k] = False
         for k in found.removed:
@@ -137,6 +140,19 @@ class Planner:
         plan.kept, plan.counts = kept, {Action.DROP: len(gone), Action.DEDUPE: len(found.removed)}
         plan.rest = partial(decide, self, choices, sub, found.rewritten, decisions)
         return plan
+
+    def required(self) -> tuple[list[int], dict[Section, int]]:
+        """The required items' keys, and their cost per section (the same for every plan)."""
+        if self._required is None:
+            layout = self.layout
+            section, cost, priority = layout.section, layout.cost, layout.priority
+            flags = map(operator.is_, priority, repeat(Priority.REQUIRED))
+            keys = list(compress(range(len(priority)), flags))
+            by_section: dict[Section, int] = {}
+            for k in keys:
+                by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+            self._required = keys, by_section
+        return self._required
 
     def _dedupable(self, optional: list[bool]) -> list[int]:
         """Keys of the optional items dedupe may compare (not tool group members)."""
@@ -161,13 +177,14 @@ class Planner:
 def _whole(choices: Choices, sub: Substitution, found: Dedupe) -> list[bool] | None:
     """Per choice, kept whole (True) or dropped, when every choice is one item, kept whole
     or dropped, with no summary, host or rewritten text involved; else None."""
-    grants, cost = sub.grants, choices.cost
+    cost, given = choices.cost, sub.given
     n = len(cost)
-    if sub.members or found.rewritten or len(grants) != n or choices.host.count(None) != n:
+    if sub.members or found.rewritten or given is None:
         return None
-    if max(map(len, choices.items), default=1) != 1:
+    if not choices.singles and (
+        choices.host.count(None) != n or max(map(len, choices.items), default=1) != 1
+    ):
         return None
-    given = list(map(grants.__getitem__, range(n)))
     whole = list(map(operator.eq, given, cost))
     if whole.count(True) + given.count(0) != n or 0 in compress(cost, whole):
         return None  # cut to a grant (its decision says how), or kept at no cost

@@ -71,6 +71,11 @@ class Choices:
     host: list[int | None] = field(default_factory=list)
     cut: list[int | None] = field(default_factory=list)
     contiguous: list[bool] = field(default_factory=list)
+    # Every choice in keep order (by rank, then order) when all are of one section: known
+    # from how they were made, so allocation needs no sort (and `order` is left empty).
+    # None: sort them by rank and order.
+    keep: list[int] | None = None
+    singles: bool = False  # every choice one item, none hosted (each message its own)
 
     def add(self, choice: Choice) -> None:
         self.items.append(choice.items)
@@ -105,28 +110,38 @@ def grant(
     section_rank: Mapping[Section, int],
 ) -> list[int]:
     """allocate for the `active` choices (indexes into `choices`): one grant each, in order."""
-    if len(active) == len(choices.rank):  # every choice (active is ascending): p is c
-        rank, order, section = choices.rank, choices.order, choices.section
+    every = len(active) == len(choices.rank)
+    if every:  # every choice (active is ascending): p is c
+        rank, section = choices.rank, choices.section
         cost, floor, contiguous = choices.cost, choices.floor, choices.contiguous
     else:
         rank = [choices.rank[c] for c in active]
-        order = [choices.order[c] for c in active]
         section = [choices.section[c] for c in active]
         cost = [choices.cost[c] for c in active]
         floor = [choices.floor[c] for c in active]
         contiguous = [choices.contiguous[c] for c in active]
     n = len(rank)
     grants = [0] * n
-    keys = list(zip(rank, order, strict=True))
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
-    present = set(section)
-    if len(present) == 1:
-        by_section[present.pop()] = list(range(n))
-    else:
-        for p, s in enumerate(section):
-            by_section[s].append(p)
-    for members in by_section.values():
-        members.sort(key=keys.__getitem__)  # stable: ties keep the given order
+    keep = choices.keep
+    if keep is not None and n:  # one section, its keep order known
+        if not every:  # the active ones in the same order
+            place = [0] * len(keep)
+            for i, c in enumerate(keep):
+                place[c] = i
+            keep = sorted(range(n), key=lambda p: place[active[p]])
+        by_section[section[0]] = keep
+    elif n:
+        order = choices.order if every else [choices.order[c] for c in active]
+        present = set(section)
+        if len(present) == 1:
+            by_section[present.pop()] = list(range(n))
+        else:
+            for p, s in enumerate(section):
+                by_section[s].append(p)
+        keys = list(zip(rank, order, strict=True))
+        for members in by_section.values():
+            members.sort(key=keys.__getitem__)  # stable: ties keep the given order
     pool = available
     # Reservations, sections by their default priority: a section's share is its own.
     for s in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
@@ -153,7 +168,9 @@ def grant(
     runs: dict[tuple[int, Section], list[int]] = {}
     for s in SECTIONS:
         members = by_section[s]
-        ranks = [rank[p] for p in members]
+        if not members:
+            continue
+        ranks = list(map(rank.__getitem__, members))
         for r in sorted(set(ranks)):
             runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
     for r in (1, 2, 3):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
 from proxy.planner.cuts import cut_floor
-from proxy.planner.history import keep_order, query_texts
+from proxy.planner.history import keep_sequence, query_texts
 from proxy.planner.items import Kind
 from proxy.types import Overflow, Priority, Section
 
@@ -102,24 +102,31 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
     None when some section orders by score or truncates (then one by one)."""
     layout = planner.layout
     keys = list(compress(range(len(optional)), optional))
-    section = [layout.section[k] for k in keys]
-    modes = planner.modes
-    if any(modes[s][0] or modes[s][1] for s in set(section)):
-        return None
-    cost, priority, ranks = planner.cost, layout.priority, _RANKS
-    costs = [cost[k] for k in keys]
     n = len(keys)
+    modes = planner.modes
+    first = layout.section[keys[0]] if keys else Section.RECENT_MESSAGES
+    section = list(map(layout.section.__getitem__, keys))
+    # One section, the common case: a count (by identity) rather than hashing each one.
+    present = {first} if section.count(first) == n else set(section)
+    if any(modes[s][0] or modes[s][1] for s in present):
+        return None
+    cost, priority = planner.cost, layout.priority
+    costs = list(map(cost.__getitem__, keys))
+    rank = list(map(_RANKS.__getitem__, map(priority.__getitem__, keys)))
+    if len(present) == 1:
+        # One section: the keep order is by rank, then the newest first; no order needed.
+        keep: list[int] | None = sorted(range(n - 1, -1, -1), key=rank.__getitem__)
+        order: list[tuple[float, ...]] = []
+        contiguous = [modes[first][2]] * n
+    else:  # a message of its own: its key is its index, the newest first
+        keep = None
+        order = list(zip(map(float.__neg__, map(float, keys)), map(int.__neg__, keys), strict=True))
+        contiguous = [modes[s][2] for s in section]
+    nones: list[int | None] = [None] * n
     return Choices(
-        [(k,) for k in keys],
-        section,
-        [ranks[priority[k]] for k in keys],
-        [(-float(k), -k) for k in keys],  # a message of its own: its key is its index
-        costs,
-        costs.copy(),
-        [None] * n,
-        [None] * n,
-        [modes[s][2] for s in section],
-    )
+        list(zip(keys, strict=True)), section, rank, order, costs, costs.copy(), nones,
+        nones.copy(), contiguous, keep, True,
+    )  # fmt: skip
 
 
 def _add(planner: Planner, choices: Choices, keys: tuple[int, ...], host: int | None) -> None:
@@ -189,8 +196,17 @@ def _history_order(planner: Planner, choices: Choices) -> None:
             texts.append(" ".join(planner.text_of(k) for k in keys))
         positions.append(msg[keys[0]])
     query, context = query_texts(layout)
-    rank = keep_order(texts, positions, query, context, history.neighbors, planner.terms)
-    order, contiguous = choices.order, choices.contiguous
+    sequence = keep_sequence(texts, positions, query, context, history.neighbors, planner.terms)
+    contiguous, keep = choices.contiguous, choices.keep
+    for c in older:
+        contiguous[c] = False
+    if keep is not None:  # one section (recent_messages): its low run is the sequence
+        first = next(p for p, c in enumerate(keep) if choices.rank[c] == low)
+        keep[first : first + len(older)] = [older[j] for j in sequence]
+        return
+    rank = [0] * len(sequence)  # each older choice's place in the sequence
+    for r, j in enumerate(sequence):
+        rank[j] = r
+    order = choices.order
     for c, r in zip(older, rank, strict=True):
         order[c] = (float(r),)
-        contiguous[c] = False

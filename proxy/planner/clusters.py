@@ -35,6 +35,7 @@ class Substitution:
     lost_of: dict[int, list[int]] = field(default_factory=dict)  # group -> dropped members
     dropped: dict[tuple[int, ...], list[int]] = field(default_factory=dict)  # for these grants
     firsts: dict[tuple[int, ...], int] = field(default_factory=dict)  # for these grants
+    given: list[int] | None = None  # the grants as a list, when every choice was active
 
     def lost(self, summary: int) -> list[int]:
         """Members of the summary's clusters that were dropped (ascending keys)."""
@@ -145,7 +146,11 @@ def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int
     sub = Substitution()
     n = len(choices.items)
     find_members(layout, choices, sub)  # and each item's choice, when there are summaries
-    hosted = [(c, host) for c, host in enumerate(choices.host) if host is not None]
+    hosted = (
+        [(c, host) for c, host in enumerate(choices.host) if host is not None]
+        if not choices.singles
+        else []
+    )
     for _ in range(_ROUNDS):
         if sub.excluded or sub.members:
             active = [
@@ -155,7 +160,9 @@ def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int
             ]
         else:  # the common case: nothing left out, no summary waiting
             active = list(range(n))
-        sub.grants = dict(zip(active, run(active), strict=True))
+        given = run(active)
+        sub.grants = dict(zip(active, given, strict=True))
+        sub.given = given if len(active) == n else None
         sub.dropped.clear()  # what was dropped is the new grants' to say
         sub.firsts.clear()
         sub.lost_of.clear()

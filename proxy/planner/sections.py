@@ -15,7 +15,7 @@ from itertools import compress
 from typing import Any
 
 from proxy.planner.costs import well_shaped
-from proxy.planner.groups import Shape, chat_shape, shape
+from proxy.planner.groups import Shape, Singles, shape
 from proxy.planner.items import Kind, Layout
 from proxy.planner.sections_split import split_message
 from proxy.planner.tags import split_headings
@@ -56,6 +56,22 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     )
 
 
+def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priority]]:
+    """The current turn's start and _priorities for messages with no tool result, from
+    where the user messages are (turn t starts at the t-th): no turn number per message."""
+    n = len(roles)
+    users = list(compress(range(n), map("user".__eq__, roles)))
+    start = users[-1] if users else max(n - 1, 0)
+    recent = len(users) - policy.history.keep_recent  # the first turn kept high
+    first = users[recent - 1] if 0 < recent <= len(users) else (0 if recent <= 0 else start)
+    high_from = min(first, start)
+    return start, (
+        [Priority.LOW] * high_from
+        + [Priority.HIGH] * (start - high_from)
+        + [Priority.REQUIRED] * (n - start)
+    )
+
+
 def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     """Plain chat in whole-list passes: every message one string (or no) content item of
     a known role, no heading section; None when some message is not (then one by one)."""
@@ -69,9 +85,14 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     if not kinds <= _ROLES or not set(map(type, contents)) <= _CONTENT_TYPES:
         return None
     texts: list[str] = [c or "" for c in contents]
-    sh = shape(messages) if not kinds.isdisjoint(_GROUP_ROLES) else chat_shape(roles)
-    start = sh.current_start
-    priority = _priorities(sh, policy, n)
+    units: Sequence[list[int]]
+    if kinds.isdisjoint(_GROUP_ROLES):  # every message a unit of its own
+        start, priority = _chat_priorities(roles, policy)
+        units, unit_of = Singles(n), list(range(n))
+    else:
+        sh = shape(messages)
+        start, units, unit_of = sh.current_start, sh.units, sh.unit_of
+        priority = _priorities(sh, policy, n)
     tags = ["default"] * start + ["current turn"] * (n - start)
     if kinds.isdisjoint(_SYSTEM_ROLES):
         section = [Section.RECENT_MESSAGES] * n
@@ -84,7 +105,11 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
                 return None  # heading sections: items of their own
             section[i], priority[i], tags[i] = Section.SYSTEM_PROMPT, Priority.REQUIRED, "default"
     plain = [True] * n  # a role and a content only: text, plainly
-    for i in compress(range(n), [len(m) != 2 or "content" not in m for m in messages]):
+    if list(map(len, messages)).count(2) == n and None not in contents:
+        others: list[int] = []  # each a role and a content (a role: the type check above)
+    else:
+        others = list(compress(range(n), [len(m) != 2 or "content" not in m for m in messages]))
+    for i in others:
         m, c = messages[i], contents[i]
         if type(c) is str and roles[i] in _PLAIN_ROLES:
             plain[i] = "tool_calls" not in m and "function_call" not in m
@@ -92,7 +117,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
             plain[i] = not m.get("tool_calls") and not m.get("function_call")
     keys = list(range(n))  # base and msg: equal, as separate lists (summaries add items)
     return Layout(
-        list(messages), roles, keys, {}, sh.units, sh.unit_of, start, keys.copy(), roles.copy(),
+        list(messages), roles, keys, {}, units, unit_of, start, keys.copy(), roles.copy(),
         [Kind.MESSAGE] * n, section, priority, texts, tags, plain, [0] * n,
         originals=messages,
     )  # fmt: skip
