@@ -73,6 +73,8 @@ class Planner:
             s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
             for s, p in self.sections.items()
         }
+        self.ratios = {s: p.ratio for s, p in self.sections.items()}
+        self.ranks = {s: p.priority.rank for s, p in self.sections.items()}
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.layout.text[key])
@@ -80,11 +82,11 @@ class Planner:
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
         layout = self.layout
-        ratios = {s: self.sections[s].ratio for s in Section}
+        ratios = self.ratios
         required, by_section = self.required()
         cost = layout.cost
         available = budget - fixed - sum(by_section.values())
-        reserved = {s: math.floor(budget * ratios[s]) for s in Section}
+        reserved = {s: math.floor(budget * r) for s, r in ratios.items()}
         if available < 0:
             over = (-available, budget, fixed, self.marker)
             cut = overflow(self.layout, self.policy, self.tokenizer, self.window, required, over)
@@ -111,7 +113,7 @@ class Planner:
         found, choices = self._prepared
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
-        ranks = {s: self.sections[s].priority.rank for s in Section}
+        ranks = self.ranks
         left = reservations(budget, ratios, by_section)
 
         def run(active: list[int]) -> list[int]:

@@ -142,37 +142,40 @@ def grant(
         keys = list(zip(rank, order, strict=True))
         for members in by_section.values():
             members.sort(key=keys.__getitem__)  # stable: ties keep the given order
-    pool = available
-    # Reservations, sections by their default priority: a section's share is its own.
-    for s in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
-        room = min(reserved.get(s, 0), pool)
-        blocked: set[int] = set()  # ranks whose contiguous order stopped
-        for p in by_section[s]:
-            if room <= 0:
-                break
-            if rank[p] in blocked:
-                continue
-            if cost[p] <= room:
-                given = cost[p]
-            elif floor[p] <= room:
-                given = room
-            else:
-                if contiguous[p]:
-                    blocked.add(rank[p])
-                continue  # too big even cut: dropped, and smaller ones may still fit
-            grants[p] = given
-            room -= given
-            pool -= given
-    # Leftovers, by priority, then section order: partly granted choices grow first.
     # A section's members are sorted by rank first, so each rank is one run of them.
     runs: dict[tuple[int, Section], list[int]] = {}
+    section_runs: dict[Section, list[list[int]]] = {}
     for s in SECTIONS:
         members = by_section[s]
         if not members:
             continue
         ranks = list(map(rank.__getitem__, members))
+        section_runs[s] = []
         for r in sorted(set(ranks)):
-            runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
+            run = runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
+            section_runs[s].append(run)
+    pool = available
+    # Reservations, sections by their default priority: a section's share is its own.
+    for s in sorted(section_runs, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
+        room = min(reserved.get(s, 0), pool)
+        for run in section_runs[s]:
+            if room <= 0:
+                break
+            for p in run:
+                if room <= 0:
+                    break
+                if cost[p] <= room:
+                    given = cost[p]
+                elif floor[p] <= room:
+                    given = room
+                elif contiguous[p]:
+                    break  # a contiguous order stopped: the rest of its rank waits
+                else:
+                    continue  # too big even cut: dropped, and smaller ones may still fit
+                grants[p] = given
+                room -= given
+                pool -= given
+    # Leftovers, by priority, then section order: partly granted choices grow first.
     for r in (1, 2, 3):
         for s in SECTIONS:
             for p in runs.get((r, s), ()):

@@ -8,6 +8,7 @@ relevance on, by relevance to the current turn.
 
 from __future__ import annotations
 
+import operator
 from itertools import compress
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 _TOOL_ROLES = ("tool", "function")
 # A choice's rank by its lead's priority (a required lead only in a group: ranked high).
 _RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
+_RANK_OF_ID = {id(p): r for p, r in _RANKS.items()}
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
@@ -112,10 +114,14 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
         return None
     cost, priority = planner.cost, layout.priority
     costs = list(map(cost.__getitem__, keys))
-    rank = list(map(_RANKS.__getitem__, map(priority.__getitem__, keys)))
+    # By the priority's identity: an enum member hashes in Python, an id in C.
+    rank = list(map(_RANK_OF_ID.__getitem__, map(id, map(priority.__getitem__, keys))))
     if len(present) == 1:
         # One section: the keep order is by rank, then the newest first; no order needed.
-        keep: list[int] | None = sorted(range(n - 1, -1, -1), key=rank.__getitem__)
+        newest = list(range(n - 1, -1, -1))
+        # Priority falls with age in most chats: the newest first is then the keep order.
+        sort = any(map(operator.lt, rank, rank[1:]))  # somewhere an older one ranks higher
+        keep: list[int] | None = sorted(newest, key=rank.__getitem__) if sort else newest
         order: list[tuple[float, ...]] = []
         contiguous = [modes[first][2]] * n
     else:  # a message of its own: its key is its index, the newest first

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any
 
 from proxy.planner.costs import well_shaped
@@ -76,15 +76,16 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     """Plain chat in whole-list passes: every message one string (or no) content item of
     a known role, no heading section; None when some message is not (then one by one)."""
     n = len(messages)
-    roles = [m.get("role") for m in messages]
-    contents = [m.get("content") for m in messages]
+    get = dict.get  # every message a dict (checked): C-level passes
+    roles: list[Any] = list(map(get, messages, repeat("role")))
+    contents: list[Any] = list(map(get, messages, repeat("content")))
     try:
         kinds = set(roles)
     except TypeError:  # a role of an odd type (unhashable)
         return None
     if not kinds <= _ROLES or not set(map(type, contents)) <= _CONTENT_TYPES:
         return None
-    texts: list[str] = [c or "" for c in contents]
+    texts: list[str] = contents if None not in contents else [c or "" for c in contents]
     units: Sequence[list[int]]
     if kinds.isdisjoint(_GROUP_ROLES):  # every message a unit of its own
         start, priority = _chat_priorities(roles, policy)
@@ -99,7 +100,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     else:
         section = [Section.RECENT_MESSAGES] * n
         headings = policy.headings
-        for i in compress(range(n), [r in _SYSTEM_ROLES for r in roles]):
+        for i in compress(range(n), map(_SYSTEM_ROLES.__contains__, roles)):
             text = texts[i]
             if "#" in text and any(s is not None for s, _ in split_headings(text, headings)):
                 return None  # heading sections: items of their own
