@@ -121,11 +121,11 @@ class Planner:
 
         sub = settle(layout, choices, run)
         allocated = dict(by_section)
-        grants = sub.grants
-        if choices.keep is not None and choices.section:  # one section
+        if sub.given is not None and choices.keep is not None and choices.section:  # one section
             s = choices.section[0]
-            allocated[s] = allocated.get(s, 0) + sum(grants.values())
+            allocated[s] = allocated.get(s, 0) + sum(sub.given)
         else:
+            grants = sub.grants
             for c, s in enumerate(choices.section):
                 allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
         plan = Plan(decisions, reserved, allocated)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from proxy.types import Section
 
 SECTIONS = tuple(Section)  # the contract's order: ties between sections follow it
+_LEFTOVER_RANKS = (1, 2, 3)  # high, medium, low: a proxy-made summary (4) gets none
 MIN_KEPT_TOKENS = 32  # a truncated item keeps at least this much text, or is dropped
 
 
@@ -121,9 +122,16 @@ def grant(
         floor = [choices.floor[c] for c in active]
         contiguous = [choices.contiguous[c] for c in active]
     n = len(rank)
+    keep = choices.keep
+    if keep is not None and every and n:  # one section in a known order: the lean case
+        ranks = list(map(rank.__getitem__, keep))
+        runs_of = [
+            (r, keep[bisect_left(ranks, r) : bisect_right(ranks, r)]) for r in sorted(set(ranks))
+        ]
+        room = reserved.get(section[0], 0)
+        return _grant_in_order(runs_of, cost, floor, contiguous, available, room)
     grants = [0] * n
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
-    keep = choices.keep
     if keep is not None and n:  # one section, its keep order known
         if not every:  # the active ones in the same order
             place = [0] * len(keep)
@@ -176,7 +184,7 @@ def grant(
                 room -= given
                 pool -= given
     # Leftovers, by priority, then section order: partly granted choices grow first.
-    for r in (1, 2, 3):
+    for r in _LEFTOVER_RANKS:
         for s in SECTIONS:
             for p in runs.get((r, s), ()):
                 if pool <= 0:
@@ -192,6 +200,56 @@ def grant(
                     pool = 0
                 elif contiguous[p]:
                     break
+    return grants
+
+
+def _grant_in_order(
+    runs: list[tuple[int, list[int]]],
+    cost: list[int],
+    floor: list[int],
+    contiguous: list[bool],
+    available: int,
+    reserved: int,
+) -> list[int]:
+    """grant for choices of one section: `runs` holds each rank's choices in keep order,
+    the ranks ascending. The same passes as grant's, with nothing to look up per choice."""
+    grants = [0] * len(cost)
+    pool = available
+    room = min(reserved, pool)
+    for _, run in runs:  # the section's reservation
+        if room <= 0:
+            break
+        for p in run:
+            if room <= 0:
+                break
+            need = cost[p]
+            if need <= room:
+                grants[p] = need
+                room -= need
+                pool -= need
+            elif floor[p] <= room:
+                grants[p] = room
+                pool -= room
+                room = 0
+            elif contiguous[p]:
+                break  # a contiguous order stopped: the rest of its rank waits
+    for r, run in runs:  # what is left, by priority
+        if r not in _LEFTOVER_RANKS:
+            continue
+        for p in run:
+            if pool <= 0:
+                return grants
+            need = cost[p] - grants[p]
+            if need == 0:
+                continue
+            if need <= pool:
+                grants[p] = cost[p]
+                pool -= need
+            elif grants[p] > 0 or floor[p] <= pool:
+                grants[p] += pool
+                pool = 0
+            elif contiguous[p]:
+                break
     return grants
 
 

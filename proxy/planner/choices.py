@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 _TOOL_ROLES = ("tool", "function")
 # A choice's rank by its lead's priority (a required lead only in a group: ranked high).
 _RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
-_RANK_OF_ID = {id(p): r for p, r in _RANKS.items()}
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
@@ -114,8 +113,7 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
         return None
     cost, priority = planner.cost, layout.priority
     costs = list(map(cost.__getitem__, keys))
-    # By the priority's identity: an enum member hashes in Python, an id in C.
-    rank = list(map(_RANK_OF_ID.__getitem__, map(id, map(priority.__getitem__, keys))))
+    rank = list(map(_RANKS.__getitem__, map(priority.__getitem__, keys)))
     if len(present) == 1:
         # One section: the keep order is by rank, then the newest first; no order needed.
         newest = list(range(n - 1, -1, -1))
