@@ -13,13 +13,13 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
 from proxy.planner.clusters import Substitution, settle
 from proxy.planner.decisions import decide
-from proxy.planner.dedupe import Dedupe, dedupe
+from proxy.planner.dedupe import Dedupe, dedupe, may_repeat
 from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
 from proxy.planner.overflow import overflow
 from proxy.planner.tag_fields import section_policy
@@ -100,7 +100,7 @@ class Planner:
             optional = [True] * len(cost)
             for k in required:
                 optional[k] = False
-            found = dedupe(layout, self._dedupable(optional))
+            found = dedupe(layout, self._dedupable(optional)) if may_repeat(layout) else Dedupe()
             for key, (text, _) in found.rewritten.items():
                 self.text[key] = text
                 old = self.tokenizer.count_text(layout.text[key])
@@ -134,7 +134,8 @@ class Planner:
             decide(self, choices, sub, found.rewritten, decisions)
             return plan
         kept = [True] * len(layout.msg)  # trim keeps what has no decision
-        gone = [keys[0] for keys in compress(choices.items, map(operator.not_, whole))]
+        # Every choice one item (_whole says so): the dropped ones' keys, flattened.
+        gone = list(chain.from_iterable(compress(choices.items, map(operator.not_, whole))))
         for k in gone:
             kept[k] = False
         for k in found.removed:

@@ -38,6 +38,18 @@ def _keeper(layout: Layout, keys: list[int]) -> int:
     return min(keys, key=lambda k: (priority[k].rank, -msg[k], -k))
 
 
+def may_repeat(layout: Layout) -> bool:
+    """Whether dedupe can find anything: an id, a text twice, tagged context or memory.
+    Most chats have none of these: a few whole-list passes say so."""
+    text = layout.text
+    return bool(
+        layout.fields
+        or len(set(text)) < len(text)  # the texts' hashes are cached from counting
+        or not set(layout.tag) <= _PLAIN_TAGS
+        or Section.MEMORY in layout.section
+    )
+
+
 def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
     """Which of the `eligible` items repeat another item (by id, then by content).
 
