@@ -9,7 +9,7 @@ relevance on, by relevance to the current turn.
 from __future__ import annotations
 
 import operator
-from itertools import compress
+from itertools import chain, compress
 from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
@@ -180,18 +180,29 @@ def _history_order(planner: Planner, choices: Choices) -> None:
     if history.relevance != "bm25":
         return
     section, low = Section.RECENT_MESSAGES, Priority.LOW.rank
-    older = [
-        c
-        for c, (s, r) in enumerate(zip(choices.section, choices.rank, strict=True))
-        if s is section and r == low
-    ]
+    if choices.keep is not None:  # one section: the low ones, if it is recent_messages
+        older = []
+        if choices.section and choices.section[0] is section:
+            older = list(compress(range(len(choices.rank)), map(low.__eq__, choices.rank)))
+    else:
+        older = [
+            c
+            for c, (s, r) in enumerate(zip(choices.section, choices.rank, strict=True))
+            if s is section and r == low
+        ]
     if not older:
         return
     layout, text = planner.layout, planner.text
     items, texts_of, msg = choices.items, layout.text, layout.msg
     texts: list[str] = []
     positions: list[int] = []
-    for c in older:  # runs per older turn: text_of inlined
+    if choices.singles and not text:  # each a message's own text, as it came
+        leads = list(chain.from_iterable(map(items.__getitem__, older)))
+        texts, positions = list(map(texts_of.__getitem__, leads)), list(map(msg.__getitem__, leads))
+        older_texts: list[int] = []
+    else:
+        older_texts = older
+    for c in older_texts:  # runs per older turn: text_of inlined
         keys = items[c]
         if len(keys) == 1:
             k = keys[0]
