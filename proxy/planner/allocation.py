@@ -69,12 +69,15 @@ class Planner:
         score, recent = Strategy.SCORE, Strategy.RECENT
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
         self._required: tuple[list[int], dict[Section, int]] | None = None
-        self.modes = {  # per section: score order, truncatable, recency (a run of the newest)
-            s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
-            for s, p in self.sections.items()
-        }
-        self.ratios = {s: p.ratio for s, p in self.sections.items()}
-        self.ranks = {s: p.priority.rank for s, p in self.sections.items()}
+        # Per section: score order, truncatable, recency (a run of the newest); its ratio
+        # and its default priority's rank.
+        self.modes: dict[Section, tuple[bool, bool, bool]] = {}
+        self.ratios: dict[Section, float] = {}
+        self.ranks: dict[Section, int] = {}
+        truncate = Overflow.TRUNCATE
+        for s, p in self.sections.items():
+            self.modes[s] = (p.strategy is score, p.overflow is truncate, p.strategy is recent)
+            self.ratios[s], self.ranks[s] = p.ratio, p.priority.rank
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.layout.text[key])

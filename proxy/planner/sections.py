@@ -60,7 +60,7 @@ def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priori
     """The current turn's start and _priorities for messages with no tool result, from
     where the user messages are (turn t starts at the t-th): no turn number per message."""
     n = len(roles)
-    users = list(compress(range(n), map("user".__eq__, roles)))
+    users = [i for i, r in enumerate(roles) if r == "user"]
     start = users[-1] if users else max(n - 1, 0)
     recent = len(users) - policy.history.keep_recent  # the first turn kept high
     first = users[recent - 1] if 0 < recent <= len(users) else (0 if recent <= 0 else start)
@@ -70,6 +70,18 @@ def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priori
         + [Priority.HIGH] * (start - high_from)
         + [Priority.REQUIRED] * (n - start)
     )
+
+
+def _positions(roles: list[Any], role: str) -> list[int]:
+    """Where `role` is in `roles`: found by C-level scans (a system prompt is rare)."""
+    out: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = roles.index(role, i + 1)
+            out.append(i)
+    except ValueError:
+        return out
 
 
 def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
@@ -100,7 +112,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     else:
         section = [Section.RECENT_MESSAGES] * n
         headings = policy.headings
-        for i in compress(range(n), map(_SYSTEM_ROLES.__contains__, roles)):
+        for i in sorted(i for role in kinds & _SYSTEM_ROLES for i in _positions(roles, role)):
             text = texts[i]
             if "#" in text and any(s is not None for s, _ in split_headings(text, headings)):
                 return None  # heading sections: items of their own
