@@ -137,8 +137,11 @@ class Planner:
             decide(self, choices, sub, found.rewritten, decisions)
             return plan
         kept = [True] * len(layout.msg)  # trim keeps what has no decision
-        # Every choice one item (_whole says so): the dropped ones' keys, flattened.
-        gone = list(chain.from_iterable(compress(choices.items, map(operator.not_, whole))))
+        # Every choice one item (_whole says so): the dropped ones' keys.
+        leads = choices.lead
+        if leads is None:
+            leads = list(chain.from_iterable(choices.items))
+        gone = list(compress(leads, map(operator.not_, whole)))
         for k in gone:
             kept[k] = False
         for k in found.removed:

@@ -63,7 +63,7 @@ def reservations(
 class Choices:
     """The planner's choices as parallel lists (choice c: items[c], section[c], ...)."""
 
-    items: list[tuple[int, ...]] = field(default_factory=list)
+    made_items: list[tuple[int, ...]] | None = None  # see `items`
     section: list[Section] = field(default_factory=list)
     rank: list[int] = field(default_factory=list)
     order: list[tuple[float, ...]] = field(default_factory=list)
@@ -77,6 +77,15 @@ class Choices:
     # None: sort them by rank and order.
     keep: list[int] | None = None
     singles: bool = False  # every choice one item, none hosted (each message its own)
+    lead: list[int] | None = None  # when `singles`: each choice's item
+
+    @property
+    def items(self) -> list[tuple[int, ...]]:
+        """Each choice's items; for `singles`, made from `lead` when first read (a long
+        chat's plan rarely reads them)."""
+        if self.made_items is None:
+            self.made_items = list(zip(self.lead, strict=True)) if self.lead is not None else []
+        return self.made_items
 
     def add(self, choice: Choice) -> None:
         self.items.append(choice.items)

@@ -9,7 +9,7 @@ relevance on, by relevance to the current turn.
 from __future__ import annotations
 
 import operator
-from itertools import chain, compress
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
@@ -128,8 +128,8 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
         contiguous = [modes[s][2] for s in section]
     nones: list[int | None] = [None] * n
     return Choices(
-        list(zip(keys, strict=True)), section, rank, order, costs, costs.copy(), nones,
-        nones.copy(), contiguous, keep, True,
+        None, section, rank, order, costs, costs.copy(), nones, nones.copy(), contiguous,
+        keep, True, keys,
     )  # fmt: skip
 
 
@@ -193,15 +193,16 @@ def _history_order(planner: Planner, choices: Choices) -> None:
     if not older:
         return
     layout, text = planner.layout, planner.text
-    items, texts_of, msg = choices.items, layout.text, layout.msg
+    texts_of, msg = layout.text, layout.msg
     texts: list[str] = []
     positions: list[int] = []
-    if choices.singles and not text:  # each a message's own text, as it came
-        leads = list(chain.from_iterable(map(items.__getitem__, older)))
+    if choices.lead is not None and not text:  # each a message's own text, as it came
+        leads = list(map(choices.lead.__getitem__, older)) if choices.lead else []
         texts, positions = list(map(texts_of.__getitem__, leads)), list(map(msg.__getitem__, leads))
         older_texts: list[int] = []
     else:
         older_texts = older
+    items = choices.items if older_texts else []
     for c in older_texts:  # runs per older turn: text_of inlined
         keys = items[c]
         if len(keys) == 1:

@@ -152,7 +152,7 @@ def find_members(layout: Layout, choices: Choices, sub: Substitution) -> None:
 def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int]]) -> Substitution:
     """Allocate (`run` over the active choice indexes) until summaries and hosts agree."""
     sub = Substitution()
-    n = len(choices.items)
+    n = len(choices.rank)
     find_members(layout, choices, sub)  # and each item's choice, when there are summaries
     hosted = (
         [(c, host) for c, host in enumerate(choices.host) if host is not None]
