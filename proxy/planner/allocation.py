@@ -195,6 +195,6 @@ def _whole(choices: Choices, sub: Substitution, found: Dedupe) -> list[bool] | N
     ):
         return None
     whole = list(map(operator.eq, given, cost))
-    if whole.count(True) + given.count(0) != n or 0 in compress(cost, whole):
+    if whole.count(True) + given.count(0) != n or (0 in cost and 0 in compress(cost, whole)):
         return None  # cut to a grant (its decision says how), or kept at no cost
     return whole
