@@ -126,9 +126,9 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
         keep = None
         order = list(zip(map(float.__neg__, map(float, keys)), map(int.__neg__, keys), strict=True))
         contiguous = [modes[s][2] for s in section]
-    nones: list[int | None] = [None] * n
+    nones: list[int | None] = [None] * n  # (a message alone is never cut: its floor is its cost)
     return Choices(
-        None, section, rank, order, costs, costs.copy(), nones, nones.copy(), contiguous,
+        None, section, rank, order, costs, costs, nones, nones.copy(), contiguous,
         keep, True, keys,
     )  # fmt: skip
 

@@ -39,14 +39,14 @@ def _keeper(layout: Layout, keys: list[int]) -> int:
 
 
 def may_repeat(layout: Layout) -> bool:
-    """Whether dedupe can find anything: an id, a text twice, tagged context or memory.
-    Most chats have none of these: a few whole-list passes say so."""
+    """Whether dedupe can find anything: an id, a text twice, or tagged context (memory
+    and conversation summaries, whose lines are compared, are only ever tagged: untagged
+    items are in system_prompt or recent_messages). Most chats have none of these."""
     text = layout.text
     return bool(
         layout.fields
         or len(set(text)) < len(text)  # the texts' hashes are cached from counting
         or not set(layout.tag) <= _PLAIN_TAGS
-        or Section.MEMORY in layout.section
     )
 
 
