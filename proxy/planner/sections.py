@@ -60,16 +60,33 @@ def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priori
     """The current turn's start and _priorities for messages with no tool result, from
     where the user messages are (turn t starts at the t-th): no turn number per message."""
     n = len(roles)
-    users = [i for i, r in enumerate(roles) if r == "user"]
-    start = users[-1] if users else max(n - 1, 0)
-    recent = len(users) - policy.history.keep_recent  # the first turn kept high
-    first = users[recent - 1] if 0 < recent <= len(users) else (0 if recent <= 0 else start)
+    count = roles.count("user")
+    recent = count - policy.history.keep_recent  # the first turn kept high
+    # Only the newest user messages matter: found by C-level scans from the end.
+    newest = _last_users(roles, count - recent + 1 if 0 < recent <= count else 1)
+    start = newest[-1] if newest else max(n - 1, 0)
+    first = newest[0] if 0 < recent <= count else (0 if recent <= 0 else start)
     high_from = min(first, start)
     return start, (
         [Priority.LOW] * high_from
         + [Priority.HIGH] * (start - high_from)
         + [Priority.REQUIRED] * (n - start)
     )
+
+
+def _last_users(roles: list[Any], k: int) -> list[int]:
+    """Where the last `k` user messages are (ascending; fewer when there are fewer)."""
+    backwards = roles[::-1]
+    out: list[int] = []
+    j = -1
+    try:
+        for _ in range(k):
+            j = backwards.index("user", j + 1)
+            out.append(len(roles) - 1 - j)
+    except ValueError:
+        pass
+    out.reverse()
+    return out
 
 
 def _positions(roles: list[Any], role: str) -> list[int]:
