@@ -78,6 +78,7 @@ class Choices:
     keep: list[int] | None = None
     singles: bool = False  # every choice one item, none hosted (each message its own)
     lead: list[int] | None = None  # when `singles`: each choice's item
+    keep_ranks: list[int] | None = None  # with `keep`: the ranks along it (ascending)
 
     @property
     def items(self) -> list[tuple[int, ...]]:
@@ -133,7 +134,7 @@ def grant(
     n = len(rank)
     keep = choices.keep
     if keep is not None and every and n:  # one section in a known order: the lean case
-        ranks = list(map(rank.__getitem__, keep))
+        ranks = choices.keep_ranks or list(map(rank.__getitem__, keep))
         runs_of = [
             (r, keep[bisect_left(ranks, r) : bisect_right(ranks, r)]) for r in sorted(set(ranks))
         ]

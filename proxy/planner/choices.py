@@ -120,16 +120,18 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
         # Priority falls with age in most chats: the newest first is then the keep order.
         sort = any(map(operator.lt, rank, rank[1:]))  # somewhere an older one ranks higher
         keep: list[int] | None = sorted(newest, key=rank.__getitem__) if sort else newest
+        # The ranks along the keep order (relevance reorders only within one rank).
+        keep_ranks: list[int] | None = sorted(rank) if sort else rank[::-1]
         order: list[tuple[float, ...]] = []
         contiguous = [modes[first][2]] * n
     else:  # a message of its own: its key is its index, the newest first
-        keep = None
+        keep = keep_ranks = None
         order = list(zip(map(float.__neg__, map(float, keys)), map(int.__neg__, keys), strict=True))
         contiguous = [modes[s][2] for s in section]
     nones: list[int | None] = [None] * n  # (a message alone is never cut: its floor is its cost)
     return Choices(
         None, section, rank, order, costs, costs, nones, nones.copy(), contiguous,
-        keep, True, keys,
+        keep, True, keys, keep_ranks,
     )  # fmt: skip
 
 
