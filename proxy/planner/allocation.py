@@ -9,14 +9,17 @@ lists: a long plain history costs a few whole-list passes.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import compress
+from functools import partial
+from itertools import chain, compress, repeat
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
-from proxy.planner.clusters import settle
+from proxy.planner.clusters import Substitution, settle
 from proxy.planner.decisions import decide
-from proxy.planner.dedupe import Dedupe, dedupe
+from proxy.planner.dedupe import Dedupe, dedupe, may_repeat
 from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
 from proxy.planner.overflow import overflow
 from proxy.planner.tag_fields import section_policy
@@ -27,9 +30,22 @@ from proxy.types import Overflow, Priority, Section, Strategy, Tokenizer
 
 @dataclass(slots=True)
 class Plan:
-    decisions: dict[int, Decision]
+    made: dict[int, Decision]  # the decisions (those made so far, while `rest` is set)
     reserved: dict[Section, int]  # floor(B * ratio) per section
     allocated: dict[Section, int]  # what each section was granted, required items included
+    rest: Callable[[], None] | None = None  # makes the others into `made`
+    # Set when every item is kept whole or dropped (or deduped): which are kept, and
+    # how many are dropped and deduped. Trim and the counts need no more, so most plans'
+    # decisions are made only when the report asks for them.
+    kept: list[bool] | None = None
+    counts: dict[Action, int] | None = None
+
+    @property
+    def decisions(self) -> dict[int, Decision]:
+        if self.rest is not None:
+            self.rest()
+            self.rest = None
+        return self.made
 
 
 class Planner:
@@ -52,10 +68,16 @@ class Planner:
         self.sections = {s: section_policy(policy, s) for s in Section}
         score, recent = Strategy.SCORE, Strategy.RECENT
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
-        self.modes = {  # per section: score order, truncatable, recency (a run of the newest)
-            s: (p.strategy is score, p.overflow is Overflow.TRUNCATE, p.strategy is recent)
-            for s, p in self.sections.items()
-        }
+        self._required: tuple[list[int], dict[Section, int]] | None = None
+        # Per section: score order, truncatable, recency (a run of the newest); its ratio
+        # and its default priority's rank.
+        self.modes: dict[Section, tuple[bool, bool, bool]] = {}
+        self.ratios: dict[Section, float] = {}
+        self.ranks: dict[Section, int] = {}
+        truncate = Overflow.TRUNCATE
+        for s, p in self.sections.items():
+            self.modes[s] = (p.strategy is score, p.overflow is truncate, p.strategy is recent)
+            self.ratios[s], self.ranks[s] = p.ratio, p.priority.rank
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.layout.text[key])
@@ -63,15 +85,11 @@ class Planner:
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
         layout = self.layout
-        ratios = {s: self.sections[s].ratio for s in Section}
-        flags = [p is Priority.REQUIRED for p in layout.priority]
-        required = list(compress(range(len(flags)), flags))
-        by_section: dict[Section, int] = {}
-        section, cost = layout.section, layout.cost
-        for k in required:
-            by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+        ratios = self.ratios
+        required, by_section = self.required()
+        cost = layout.cost
         available = budget - fixed - sum(by_section.values())
-        reserved = {s: math.floor(budget * ratios[s]) for s in Section}
+        reserved = {s: math.floor(budget * r) for s, r in ratios.items()}
         if available < 0:
             over = (-available, budget, fixed, self.marker)
             cut = overflow(self.layout, self.policy, self.tokenizer, self.window, required, over)
@@ -82,8 +100,10 @@ class Planner:
             k: Decision(keep, now if msg[k] >= start else before, None, cost[k]) for k in required
         }
         if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
-            optional = [not f for f in flags]
-            found = dedupe(layout, self._dedupable(optional))
+            optional = [True] * len(cost)
+            for k in required:
+                optional[k] = False
+            found = dedupe(layout, self._dedupable(optional)) if may_repeat(layout) else Dedupe()
             for key, (text, _) in found.rewritten.items():
                 self.text[key] = text
                 old = self.tokenizer.count_text(layout.text[key])
@@ -96,19 +116,52 @@ class Planner:
         found, choices = self._prepared
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
-        ranks = {s: self.sections[s].priority.rank for s in Section}
+        ranks = self.ranks
         left = reservations(budget, ratios, by_section)
 
         def run(active: list[int]) -> list[int]:
             return grant(choices, active, available, left, ranks)
 
         sub = settle(layout, choices, run)
-        decide(self, choices, sub, found.rewritten, decisions)
         allocated = dict(by_section)
-        grants = sub.grants
-        for c, s in enumerate(choices.section):
-            allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
-        return Plan(decisions, reserved, allocated)
+        if sub.given is not None and choices.keep is not None and choices.section:  # one section
+            s = choices.section[0]
+            allocated[s] = allocated.get(s, 0) + sum(sub.given)
+        else:
+            grants = sub.grants
+            for c, s in enumerate(choices.section):
+                allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
+        plan = Plan(decisions, reserved, allocated)
+        whole = _whole(choices, sub, found)
+        if whole is None:
+            decide(self, choices, sub, found.rewritten, decisions)
+            return plan
+        kept = [True] * len(layout.msg)  # trim keeps what has no decision
+        # Every choice one item (_whole says so): the dropped ones' keys.
+        leads = choices.lead
+        if leads is None:
+            leads = list(chain.from_iterable(choices.items))
+        gone = list(compress(leads, map(operator.not_, whole)))
+        for k in gone:
+            kept[k] = False
+        for k in found.removed:
+            kept[k] = False
+        plan.kept, plan.counts = kept, {Action.DROP: len(gone), Action.DEDUPE: len(found.removed)}
+        plan.rest = partial(decide, self, choices, sub, found.rewritten, decisions)
+        return plan
+
+    def required(self) -> tuple[list[int], dict[Section, int]]:
+        """The required items' keys, and their cost per section (the same for every plan)."""
+        if self._required is None:
+            layout = self.layout
+            section, cost, priority = layout.section, layout.cost, layout.priority
+            flags = map(operator.is_, priority, repeat(Priority.REQUIRED))
+            keys = list(compress(range(len(priority)), flags))
+            by_section: dict[Section, int] = {}
+            for k in keys:
+                by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+            self._required = keys, by_section
+        return self._required
 
     def _dedupable(self, optional: list[bool]) -> list[int]:
         """Keys of the optional items dedupe may compare (not tool group members)."""
@@ -128,3 +181,20 @@ class Planner:
             elif it_kind is not opaque and it_kind is not summary and not summary_of:
                 out.append(k)
         return out
+
+
+def _whole(choices: Choices, sub: Substitution, found: Dedupe) -> list[bool] | None:
+    """Per choice, kept whole (True) or dropped, when every choice is one item, kept whole
+    or dropped, with no summary, host or rewritten text involved; else None."""
+    cost, given = choices.cost, sub.given
+    n = len(cost)
+    if sub.members or found.rewritten or given is None:
+        return None
+    if not choices.singles and (
+        choices.host.count(None) != n or max(map(len, choices.items), default=1) != 1
+    ):
+        return None
+    whole = list(map(operator.eq, given, cost))
+    if whole.count(True) + given.count(0) != n or (0 in cost and 0 in compress(cost, whole)):
+        return None  # cut to a grant (its decision says how), or kept at no cost
+    return whole

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from proxy.types import Section
 
 SECTIONS = tuple(Section)  # the contract's order: ties between sections follow it
+_LEFTOVER_RANKS = (1, 2, 3)  # high, medium, low: a proxy-made summary (4) gets none
 MIN_KEPT_TOKENS = 32  # a truncated item keeps at least this much text, or is dropped
 
 
@@ -62,7 +63,7 @@ def reservations(
 class Choices:
     """The planner's choices as parallel lists (choice c: items[c], section[c], ...)."""
 
-    items: list[tuple[int, ...]] = field(default_factory=list)
+    made_items: list[tuple[int, ...]] | None = None  # see `items`
     section: list[Section] = field(default_factory=list)
     rank: list[int] = field(default_factory=list)
     order: list[tuple[float, ...]] = field(default_factory=list)
@@ -71,6 +72,21 @@ class Choices:
     host: list[int | None] = field(default_factory=list)
     cut: list[int | None] = field(default_factory=list)
     contiguous: list[bool] = field(default_factory=list)
+    # Every choice in keep order (by rank, then order) when all are of one section: known
+    # from how they were made, so allocation needs no sort (and `order` is left empty).
+    # None: sort them by rank and order.
+    keep: list[int] | None = None
+    singles: bool = False  # every choice one item, none hosted (each message its own)
+    lead: list[int] | None = None  # when `singles`: each choice's item
+    keep_ranks: list[int] | None = None  # with `keep`: the ranks along it (ascending)
+
+    @property
+    def items(self) -> list[tuple[int, ...]]:
+        """Each choice's items; for `singles`, made from `lead` when first read (a long
+        chat's plan rarely reads them)."""
+        if self.made_items is None:
+            self.made_items = list(zip(self.lead, strict=True)) if self.lead is not None else []
+        return self.made_items
 
     def add(self, choice: Choice) -> None:
         self.items.append(choice.items)
@@ -105,58 +121,80 @@ def grant(
     section_rank: Mapping[Section, int],
 ) -> list[int]:
     """allocate for the `active` choices (indexes into `choices`): one grant each, in order."""
-    if len(active) == len(choices.rank):  # every choice (active is ascending): p is c
-        rank, order, section = choices.rank, choices.order, choices.section
+    every = len(active) == len(choices.rank)
+    if every:  # every choice (active is ascending): p is c
+        rank, section = choices.rank, choices.section
         cost, floor, contiguous = choices.cost, choices.floor, choices.contiguous
     else:
         rank = [choices.rank[c] for c in active]
-        order = [choices.order[c] for c in active]
         section = [choices.section[c] for c in active]
         cost = [choices.cost[c] for c in active]
         floor = [choices.floor[c] for c in active]
         contiguous = [choices.contiguous[c] for c in active]
     n = len(rank)
+    keep = choices.keep
+    if keep is not None and every and n:  # one section in a known order: the lean case
+        ranks = choices.keep_ranks or list(map(rank.__getitem__, keep))
+        runs_of = [
+            (r, keep[bisect_left(ranks, r) : bisect_right(ranks, r)]) for r in sorted(set(ranks))
+        ]
+        room = reserved.get(section[0], 0)
+        return _grant_in_order(runs_of, cost, floor, contiguous, available, room)
     grants = [0] * n
-    keys = list(zip(rank, order, strict=True))
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
-    present = set(section)
-    if len(present) == 1:
-        by_section[present.pop()] = list(range(n))
-    else:
-        for p, s in enumerate(section):
-            by_section[s].append(p)
-    for members in by_section.values():
-        members.sort(key=keys.__getitem__)  # stable: ties keep the given order
-    pool = available
-    # Reservations, sections by their default priority: a section's share is its own.
-    for s in sorted(SECTIONS, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
-        room = min(reserved.get(s, 0), pool)
-        blocked: set[int] = set()  # ranks whose contiguous order stopped
-        for p in by_section[s]:
-            if room <= 0:
-                break
-            if rank[p] in blocked:
-                continue
-            if cost[p] <= room:
-                given = cost[p]
-            elif floor[p] <= room:
-                given = room
-            else:
-                if contiguous[p]:
-                    blocked.add(rank[p])
-                continue  # too big even cut: dropped, and smaller ones may still fit
-            grants[p] = given
-            room -= given
-            pool -= given
-    # Leftovers, by priority, then section order: partly granted choices grow first.
+    if keep is not None and n:  # one section, its keep order known
+        if not every:  # the active ones in the same order
+            place = [0] * len(keep)
+            for i, c in enumerate(keep):
+                place[c] = i
+            keep = sorted(range(n), key=lambda p: place[active[p]])
+        by_section[section[0]] = keep
+    elif n:
+        order = choices.order if every else [choices.order[c] for c in active]
+        present = set(section)
+        if len(present) == 1:
+            by_section[present.pop()] = list(range(n))
+        else:
+            for p, s in enumerate(section):
+                by_section[s].append(p)
+        keys = list(zip(rank, order, strict=True))
+        for members in by_section.values():
+            members.sort(key=keys.__getitem__)  # stable: ties keep the given order
     # A section's members are sorted by rank first, so each rank is one run of them.
     runs: dict[tuple[int, Section], list[int]] = {}
+    section_runs: dict[Section, list[list[int]]] = {}
     for s in SECTIONS:
         members = by_section[s]
-        ranks = [rank[p] for p in members]
+        if not members:
+            continue
+        ranks = list(map(rank.__getitem__, members))
+        section_runs[s] = []
         for r in sorted(set(ranks)):
-            runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
-    for r in (1, 2, 3):
+            run = runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
+            section_runs[s].append(run)
+    pool = available
+    # Reservations, sections by their default priority: a section's share is its own.
+    for s in sorted(section_runs, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
+        room = min(reserved.get(s, 0), pool)
+        for run in section_runs[s]:
+            if room <= 0:
+                break
+            for p in run:
+                if room <= 0:
+                    break
+                if cost[p] <= room:
+                    given = cost[p]
+                elif floor[p] <= room:
+                    given = room
+                elif contiguous[p]:
+                    break  # a contiguous order stopped: the rest of its rank waits
+                else:
+                    continue  # too big even cut: dropped, and smaller ones may still fit
+                grants[p] = given
+                room -= given
+                pool -= given
+    # Leftovers, by priority, then section order: partly granted choices grow first.
+    for r in _LEFTOVER_RANKS:
         for s in SECTIONS:
             for p in runs.get((r, s), ()):
                 if pool <= 0:
@@ -172,6 +210,56 @@ def grant(
                     pool = 0
                 elif contiguous[p]:
                     break
+    return grants
+
+
+def _grant_in_order(
+    runs: list[tuple[int, list[int]]],
+    cost: list[int],
+    floor: list[int],
+    contiguous: list[bool],
+    available: int,
+    reserved: int,
+) -> list[int]:
+    """grant for choices of one section: `runs` holds each rank's choices in keep order,
+    the ranks ascending. The same passes as grant's, with nothing to look up per choice."""
+    grants = [0] * len(cost)
+    pool = available
+    room = min(reserved, pool)
+    for _, run in runs:  # the section's reservation
+        if room <= 0:
+            break
+        for p in run:
+            if room <= 0:
+                break
+            need = cost[p]
+            if need <= room:
+                grants[p] = need
+                room -= need
+                pool -= need
+            elif floor[p] <= room:
+                grants[p] = room
+                pool -= room
+                room = 0
+            elif contiguous[p]:
+                break  # a contiguous order stopped: the rest of its rank waits
+    for r, run in runs:  # what is left, by priority
+        if r not in _LEFTOVER_RANKS:
+            continue
+        for p in run:
+            if pool <= 0:
+                return grants
+            need = cost[p] - grants[p]
+            if need == 0:
+                continue
+            if need <= pool:
+                grants[p] = cost[p]
+                pool -= need
+            elif grants[p] > 0 or floor[p] <= pool:
+                grants[p] += pool
+                pool = 0
+            elif contiguous[p]:
+                break
     return grants
 
 

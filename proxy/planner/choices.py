@@ -8,12 +8,13 @@ relevance on, by relevance to the current turn.
 
 from __future__ import annotations
 
+import operator
 from itertools import compress
 from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
 from proxy.planner.cuts import cut_floor
-from proxy.planner.history import keep_order, query_texts
+from proxy.planner.history import keep_sequence, query_texts
 from proxy.planner.items import Kind
 from proxy.types import Overflow, Priority, Section
 
@@ -102,24 +103,36 @@ def _message_choices(planner: Planner, optional: list[bool]) -> Choices | None:
     None when some section orders by score or truncates (then one by one)."""
     layout = planner.layout
     keys = list(compress(range(len(optional)), optional))
-    section = [layout.section[k] for k in keys]
-    modes = planner.modes
-    if any(modes[s][0] or modes[s][1] for s in set(section)):
-        return None
-    cost, priority, ranks = planner.cost, layout.priority, _RANKS
-    costs = [cost[k] for k in keys]
     n = len(keys)
+    modes = planner.modes
+    first = layout.section[keys[0]] if keys else Section.RECENT_MESSAGES
+    section = list(map(layout.section.__getitem__, keys))
+    # One section, the common case: a count (by identity) rather than hashing each one.
+    present = {first} if section.count(first) == n else set(section)
+    if any(modes[s][0] or modes[s][1] for s in present):
+        return None
+    cost, priority = planner.cost, layout.priority
+    costs = list(map(cost.__getitem__, keys))
+    rank = list(map(_RANKS.__getitem__, map(priority.__getitem__, keys)))
+    if len(present) == 1:
+        # One section: the keep order is by rank, then the newest first; no order needed.
+        newest = list(range(n - 1, -1, -1))
+        # Priority falls with age in most chats: the newest first is then the keep order.
+        sort = any(map(operator.lt, rank, rank[1:]))  # somewhere an older one ranks higher
+        keep: list[int] | None = sorted(newest, key=rank.__getitem__) if sort else newest
+        # The ranks along the keep order (relevance reorders only within one rank).
+        keep_ranks: list[int] | None = sorted(rank) if sort else rank[::-1]
+        order: list[tuple[float, ...]] = []
+        contiguous = [modes[first][2]] * n
+    else:  # a message of its own: its key is its index, the newest first
+        keep = keep_ranks = None
+        order = list(zip(map(float.__neg__, map(float, keys)), map(int.__neg__, keys), strict=True))
+        contiguous = [modes[s][2] for s in section]
+    nones: list[int | None] = [None] * n  # (a message alone is never cut: its floor is its cost)
     return Choices(
-        [(k,) for k in keys],
-        section,
-        [ranks[priority[k]] for k in keys],
-        [(-float(k), -k) for k in keys],  # a message of its own: its key is its index
-        costs,
-        costs.copy(),
-        [None] * n,
-        [None] * n,
-        [modes[s][2] for s in section],
-    )
+        None, section, rank, order, costs, costs, nones, nones.copy(), contiguous,
+        keep, True, keys, keep_ranks,
+    )  # fmt: skip
 
 
 def _add(planner: Planner, choices: Choices, keys: tuple[int, ...], host: int | None) -> None:
@@ -169,18 +182,30 @@ def _history_order(planner: Planner, choices: Choices) -> None:
     if history.relevance != "bm25":
         return
     section, low = Section.RECENT_MESSAGES, Priority.LOW.rank
-    older = [
-        c
-        for c, (s, r) in enumerate(zip(choices.section, choices.rank, strict=True))
-        if s is section and r == low
-    ]
+    if choices.keep is not None:  # one section: the low ones, if it is recent_messages
+        older = []
+        if choices.section and choices.section[0] is section:
+            older = list(compress(range(len(choices.rank)), map(low.__eq__, choices.rank)))
+    else:
+        older = [
+            c
+            for c, (s, r) in enumerate(zip(choices.section, choices.rank, strict=True))
+            if s is section and r == low
+        ]
     if not older:
         return
     layout, text = planner.layout, planner.text
-    items, texts_of, msg = choices.items, layout.text, layout.msg
+    texts_of, msg = layout.text, layout.msg
     texts: list[str] = []
     positions: list[int] = []
-    for c in older:  # runs per older turn: text_of inlined
+    if choices.lead is not None and not text:  # each a message's own text, as it came
+        leads = list(map(choices.lead.__getitem__, older)) if choices.lead else []
+        texts, positions = list(map(texts_of.__getitem__, leads)), list(map(msg.__getitem__, leads))
+        older_texts: list[int] = []
+    else:
+        older_texts = older
+    items = choices.items if older_texts else []
+    for c in older_texts:  # runs per older turn: text_of inlined
         keys = items[c]
         if len(keys) == 1:
             k = keys[0]
@@ -189,8 +214,17 @@ def _history_order(planner: Planner, choices: Choices) -> None:
             texts.append(" ".join(planner.text_of(k) for k in keys))
         positions.append(msg[keys[0]])
     query, context = query_texts(layout)
-    rank = keep_order(texts, positions, query, context, history.neighbors, planner.terms)
-    order, contiguous = choices.order, choices.contiguous
+    sequence = keep_sequence(texts, positions, query, context, history.neighbors, planner.terms)
+    contiguous, keep = choices.contiguous, choices.keep
+    for c in older:
+        contiguous[c] = False
+    if keep is not None:  # one section (recent_messages): its low run is the sequence
+        first = next(p for p, c in enumerate(keep) if choices.rank[c] == low)
+        keep[first : first + len(older)] = [older[j] for j in sequence]
+        return
+    rank = [0] * len(sequence)  # each older choice's place in the sequence
+    for r, j in enumerate(sequence):
+        rank[j] = r
+    order = choices.order
     for c, r in zip(older, rank, strict=True):
         order[c] = (float(r),)
-        contiguous[c] = False

@@ -26,7 +26,7 @@ _ROUNDS = 6
 
 @dataclass(slots=True)
 class Substitution:
-    grants: dict[int, int] = field(default_factory=dict)  # choice -> tokens granted
+    granted: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))  # active, grants
     members: dict[int, tuple[int, ...]] = field(default_factory=dict)  # summary -> its groups
     active: set[int] = field(default_factory=set)  # summaries that are candidates
     excluded: set[int] = field(default_factory=set)  # blocks whose tool group was dropped
@@ -35,6 +35,15 @@ class Substitution:
     lost_of: dict[int, list[int]] = field(default_factory=dict)  # group -> dropped members
     dropped: dict[tuple[int, ...], list[int]] = field(default_factory=dict)  # for these grants
     firsts: dict[tuple[int, ...], int] = field(default_factory=dict)  # for these grants
+    given: list[int] | None = None  # the grants as a list, when every choice was active
+    _grants: dict[int, int] | None = None
+
+    @property
+    def grants(self) -> dict[int, int]:
+        """Choice -> tokens granted (active choices only); made when first asked for."""
+        if self._grants is None:
+            self._grants = dict(zip(*self.granted, strict=True))
+        return self._grants
 
     def lost(self, summary: int) -> list[int]:
         """Members of the summary's clusters that were dropped (ascending keys)."""
@@ -143,9 +152,13 @@ def find_members(layout: Layout, choices: Choices, sub: Substitution) -> None:
 def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int]]) -> Substitution:
     """Allocate (`run` over the active choice indexes) until summaries and hosts agree."""
     sub = Substitution()
-    n = len(choices.items)
+    n = len(choices.rank)
     find_members(layout, choices, sub)  # and each item's choice, when there are summaries
-    hosted = [(c, host) for c, host in enumerate(choices.host) if host is not None]
+    hosted = (
+        [(c, host) for c, host in enumerate(choices.host) if host is not None]
+        if not choices.singles
+        else []
+    )
     for _ in range(_ROUNDS):
         if sub.excluded or sub.members:
             active = [
@@ -155,12 +168,14 @@ def settle(layout: Layout, choices: Choices, run: Callable[[list[int]], list[int
             ]
         else:  # the common case: nothing left out, no summary waiting
             active = list(range(n))
-        sub.grants = dict(zip(active, run(active), strict=True))
+        given = run(active)
+        sub.granted, sub._grants = (active, given), None
+        sub.given = given if len(active) == n else None
         sub.dropped.clear()  # what was dropped is the new grants' to say
         sub.firsts.clear()
         sub.lost_of.clear()
         changed = False
-        for c, host in hosted:
+        for c, host in hosted:  # (hosted: only when blocks sit in tool groups)
             if c in sub.grants and sub.grants.get(host, 0) == 0 and sub.grants[c] > 0:
                 sub.excluded.add(c)  # a block cannot outlive the tool group it sits in
                 changed = True

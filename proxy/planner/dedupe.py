@@ -38,6 +38,18 @@ def _keeper(layout: Layout, keys: list[int]) -> int:
     return min(keys, key=lambda k: (priority[k].rank, -msg[k], -k))
 
 
+def may_repeat(layout: Layout) -> bool:
+    """Whether dedupe can find anything: an id, a text twice, or tagged context (memory
+    and conversation summaries, whose lines are compared, are only ever tagged: untagged
+    items are in system_prompt or recent_messages). Most chats have none of these."""
+    text = layout.text
+    return bool(
+        layout.fields
+        or len(set(text)) < len(text)  # the texts' hashes are cached from counting
+        or not set(layout.tag) <= _PLAIN_TAGS
+    )
+
+
 def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
     """Which of the `eligible` items repeat another item (by id, then by content).
 
@@ -49,7 +61,7 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
     ("ok", "thanks") are part of the conversation's flow, and normalizing every message
     of a long history would cost more than the planner's whole time budget.
     """
-    keys = set(eligible)
+    keys = eligible if isinstance(eligible, set) else set(eligible)
     result = Dedupe()
     removed, required = result.removed, Priority.REQUIRED
     priority, msg, text, role, tag = (
@@ -74,8 +86,12 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
     first: dict[tuple[str, str], int] = {}
     repeats: dict[tuple[str, str], list[int]] = {}
     candidates: list[int] = []
-    long = [t for t in text if len(t) >= MIN_REPEAT_CHARS]
-    if len(set(long)) < len(long) or not set(tag) <= _PLAIN_TAGS:
+    # No text twice at all (the texts' hashes are cached from counting): nothing repeats.
+    twice = len(set(text)) < len(text)
+    if twice:
+        long = [t for t in text if len(t) >= MIN_REPEAT_CHARS]
+        twice = len(set(long)) < len(long)
+    if twice or not set(tag) <= _PLAIN_TAGS:
         # Some text twice, or tagged context (compared normalized): look closer. Else
         # nothing can repeat: plain conversation compares exact texts past a length.
         candidates = [
@@ -110,6 +126,8 @@ def _summary_lines(layout: Layout, keys: set[int], result: Dedupe) -> None:
     """Lines of a conversation summary that memory already holds say nothing new."""
     section, text = layout.section, layout.text
     memory_section = Section.MEMORY
+    if memory_section not in section:
+        return  # no memory: the common case, one scan
     memory = {
         _line_key(line)
         for k, s in enumerate(section)

@@ -27,6 +27,8 @@ def add_summaries(
     layout: Layout, extra: Sequence[ExtraSummary], tokenizer: Tokenizer, policy: Policy
 ) -> None:
     """Proxy-made summaries become optional items standing in for the spans they cover."""
+    if not extra:
+        return
     section = Section.CONVERSATION_SUMMARY
     priority = section_policy(policy, section).priority
     for s in extra:

@@ -7,6 +7,7 @@ not fit, the planner's target is tightened and it plans again.
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
@@ -16,7 +17,7 @@ from proxy.planner.costs import count_message, overhead
 from proxy.planner.items import Layout
 from proxy.planner.trim import apply, with_note
 from proxy.policy import Policy
-from proxy.types import Body, Priority, Tokenizer
+from proxy.types import Body, Tokenizer
 
 ATTEMPTS = 8  # plans tried before the last one is sent over budget
 
@@ -51,24 +52,34 @@ class Fit:
     ) -> None:
         self.planner, self.layout, self.policy = planner, layout, policy
         self.tokenizer, self.body, self.budget, self.fixed = tokenizer, body, budget, fixed
-        self.known = known_counts(layout, full)
+        self.full = full
+        self._known: dict[int, int] | None = None  # made when a trimmed plan is counted
+
+    @property
+    def known(self) -> dict[int, int]:
+        if self._known is None:
+            self._known = known_counts(self.layout, self.full)
+        return self._known
 
     def run(self, note: bool) -> tuple[Plan, list[Any], int]:
         """The plan, the forwarded messages and their count (over budget only when even
         the tightest plan did not fit, or the required parts alone overflow)."""
         layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
         reserve = self.fixed + (note_cost(tokenizer, budget, layout.stripped) if note else 0)
-        required = Priority.REQUIRED
-        floor = reserve + sum(
-            c for c, p in zip(layout.cost, layout.priority, strict=True) if p is required
-        )
+        floor = reserve + sum(self.planner.required()[1].values())
         target = budget
         for attempt in range(ATTEMPTS):
             plan = self.planner.plan(target, reserve)
-            out = apply(layout, plan.decisions)
-            if note:
-                out = with_note(out, budget_note(layout, plan.decisions, budget, None))
-            after = count_forwarded(tokenizer, self.body, out, self.known)
+            if plan.kept is not None and not note and not layout.split and not layout.extra:
+                # Every message one item, kept as it came or dropped: no decision needed.
+                out = list(compress(layout.stripped, plan.kept))
+                counted = sum(compress(self.full, plan.kept))
+                after = counted + overhead(tokenizer, self.body, out)
+            else:
+                out = apply(layout, plan.decisions)
+                if note:
+                    out = with_note(out, budget_note(layout, plan.decisions, budget, None))
+                after = count_forwarded(tokenizer, self.body, out, self.known)
             if after <= budget:
                 return plan, out, after
             # Tighten faster each round: a cut item can absorb a small step without a change.

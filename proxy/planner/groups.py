@@ -4,7 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
+
+
+class Singles(Sequence[list[int]]):
+    """The units of n messages when each is a unit of its own: [0], [1], ... made when read
+    (a long plain chat need not hold a list per message)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[int]]: ...
+    def __getitem__(self, i: int | slice) -> list[int] | list[list[int]]:
+        if isinstance(i, slice):
+            return [[k] for k in range(self.n)[i]]
+        return [range(self.n)[i]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +100,3 @@ def shape(messages: Sequence[Any]) -> Shape:
     # A tool group reaching back before the current turn joins it whole.
     start = min((units[unit_of[i]][0] for i in range(last_user, n)), default=last_user)
     return Shape(units, unit_of, turn_of, start, turn)
-
-
-def chat_shape(roles: Sequence[str]) -> Shape:
-    """shape() of messages with these roles when none is a tool or function result: every
-    message a unit of its own. Whole-list passes: this runs per request."""
-    n = len(roles)
-    users = [i for i, role in enumerate(roles) if role == "user"]
-    turn_of = [0] * n
-    for turn, (first, end) in enumerate(zip(users, [*users[1:], n], strict=False), 1):
-        turn_of[first:end] = [turn] * (end - first)
-    start = users[-1] if users else max(n - 1, 0)
-    return Shape([[i] for i in range(n)], list(range(n)), turn_of, start, len(users))

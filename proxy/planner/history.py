@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from itertools import compress, repeat
 
 from proxy.planner.items import Kind, Layout
 from proxy.relevance import TermIndex, score_history
@@ -14,17 +15,23 @@ def query_texts(layout: Layout) -> tuple[str, str]:
     """What relevance is to: the current turn's user text, and the newest turns' text."""
     start, msg, role, text = layout.current_start, layout.msg, layout.role, layout.text
     kind, summary = layout.kind, Kind.SUMMARY
-    current = [
-        text[k]
-        for k in range(len(msg))
-        if msg[k] >= start and role[k] == "user" and kind[k] is not summary
-    ]
+    if not layout.split and not layout.extra:  # item k is message k: the current turn's
+        current = [t for t, r in zip(text[start:], role[start:], strict=True) if r == "user"]
+    else:
+        current = [
+            text[k]
+            for k in range(len(msg))
+            if msg[k] >= start and role[k] == "user" and kind[k] is not summary
+        ]
     section, high = Section.RECENT_MESSAGES, Priority.HIGH
-    recent = [
-        t
-        for t, s, p in zip(text, layout.section, layout.priority, strict=True)
-        if s is section and p is high
-    ]
+    recent = compress(  # whole-list passes: this runs per request
+        text,
+        map(
+            operator.and_,
+            map(operator.is_, layout.section, repeat(section)),
+            map(operator.is_, layout.priority, repeat(high)),
+        ),
+    )
     return "\n".join(current), "\n".join(recent)
 
 

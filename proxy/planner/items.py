@@ -118,7 +118,7 @@ class Layout:
     roles: list[str]  # each message's role
     base: list[int]
     split: dict[int, Split]
-    units: list[list[int]]  # message indexes of each unit (a lone message, or a tool group)
+    units: Sequence[list[int]]  # message indexes of each unit (a lone message, or a tool group)
     unit_of: list[int]
     current_start: int  # index of the first message of the current turn
     msg: list[int]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -21,7 +21,6 @@ from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summ
 from proxy.planner.fit import Fit, count_forwarded, known_counts
 from proxy.planner.items import Action, Decision
 from proxy.planner.outcome import PlanOutcome, outcome, unplanned
-from proxy.planner.plain_plan import PlainOutcome, plan_plain
 from proxy.planner.refusal import Refused, no_report
 from proxy.planner.report import PlanReport, build_report
 from proxy.planner.sections import build_layout
@@ -74,9 +73,8 @@ def plan_request(
     fixed: int | None = None
     if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
-        counted = sum(known)
         fixed = overhead(tokenizer, body, messages)  # untagged: forwarded as they are
-        before = counted + fixed
+        before = sum(known) + fixed
         if budget is None or before <= budget:
             return outcome(
                 body,
@@ -90,10 +88,6 @@ def plan_request(
                 names,
                 lambda: _report(messages, policy, tokenizer, totals, before, names),
             )
-        args = (budget, before - counted, known, extra_summaries, terms)
-        lean = plan_plain(body, messages, policy, tokenizer, *args)
-        if lean is not None:
-            return _plain_outcome(body, messages, policy, tokenizer, lean, (totals, before, known))
     layout = build_layout(messages, policy, checked=known is not None)
     full = measure(layout, tokenizer, known or ())
     stripped = layout.stripped
@@ -138,7 +132,6 @@ def plan_request(
                 why = outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
                 raise Refused(exc.message, why) from None
         plan, out, after = result
-        decisions = plan.decisions
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
     if plan is None:  # as it came (then every count is known), or with the note
@@ -153,7 +146,15 @@ def plan_request(
     allocated = plan.allocated if plan is not None else None
 
     def report() -> PlanReport:
-        return build_report(layout, decisions, policy, (*totals, before, after), names, allocated)
+        made = plan.decisions if plan is not None else decisions
+        return build_report(layout, made, policy, (*totals, before, after), names, allocated)
+
+    if plan is None:
+        counts: Mapping[Action, int] = Counter(map(_action, decisions.values()))
+    elif plan.counts is not None:
+        counts = plan.counts
+    else:
+        counts = Counter(map(_action, plan.decisions.values()))
 
     forwarded = {**body, "messages": out} if changed else body
     return outcome(
@@ -163,7 +164,7 @@ def plan_request(
         totals,
         before,
         after,
-        Counter(map(_action, decisions.values())),
+        counts,
         layout.problems,
         names,
         report,
@@ -203,39 +204,3 @@ def _report(
     reason = "within budget" if totals[0] is not None else "no context window known"
     decisions = {k: Decision(Action.KEEP, reason, tokens=c) for k, c in enumerate(layout.cost)}
     return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
-
-
-def _plain_outcome(
-    body: Body,
-    messages: list[Any],
-    policy: Policy,
-    tokenizer: Tokenizer,
-    lean: PlainOutcome,
-    state: tuple[tuple[int | None, int | None], int, list[int]],
-) -> PlanOutcome:
-    """The outcome of the lean path; its report is the general path's, from a layout
-    built only when the report is asked for."""
-    totals, before, known = state
-    names = (tokenizer.name, tokenizer.estimated)
-
-    def report() -> PlanReport:
-        layout = build_layout(messages, policy, checked=True)
-        measure(layout, tokenizer, known)
-        layout.problems += lean.problems
-        decisions = dict(enumerate(lean.decisions()))
-        counts = (*totals, before, lean.after)
-        return build_report(layout, decisions, policy, counts, names, lean.allocated)
-
-    forwarded = {**body, "messages": lean.out}
-    return outcome(
-        body,
-        forwarded,
-        True,
-        totals,
-        before,
-        lean.after,
-        lean.counts,
-        lean.problems,
-        names,
-        report,
-    )

@@ -9,12 +9,13 @@ headings or an odd shape one at a time (sections_split.py).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any
 
 from proxy.planner.costs import well_shaped
-from proxy.planner.groups import Shape, chat_shape, shape
+from proxy.planner.groups import Shape, Singles, shape
 from proxy.planner.items import Kind, Layout
 from proxy.planner.sections_split import split_message
 from proxy.planner.tags import split_headings
@@ -47,7 +48,7 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     start, turn_of = sh.current_start, sh.turn_of
     recent_from = sh.current_turn - policy.history.keep_recent
     # turn_of is ascending: the high run starts at the first message of a recent turn.
-    first = next((i for i in range(start) if turn_of[i] >= recent_from), start)
+    first = bisect_left(turn_of, recent_from, 0, start)
     return (
         [Priority.LOW] * first
         + [Priority.HIGH] * (start - first)
@@ -55,35 +56,90 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     )
 
 
+def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priority]]:
+    """The current turn's start and _priorities for messages with no tool result, from
+    where the user messages are (turn t starts at the t-th): no turn number per message."""
+    n = len(roles)
+    count = roles.count("user")
+    recent = count - policy.history.keep_recent  # the first turn kept high
+    # Only the newest user messages matter: found by C-level scans from the end.
+    newest = _last_users(roles, count - recent + 1 if 0 < recent <= count else 1)
+    start = newest[-1] if newest else max(n - 1, 0)
+    first = newest[0] if 0 < recent <= count else (0 if recent <= 0 else start)
+    high_from = min(first, start)
+    return start, (
+        [Priority.LOW] * high_from
+        + [Priority.HIGH] * (start - high_from)
+        + [Priority.REQUIRED] * (n - start)
+    )
+
+
+def _last_users(roles: list[Any], k: int) -> list[int]:
+    """Where the last `k` user messages are (ascending; fewer when there are fewer)."""
+    backwards = roles[::-1]
+    out: list[int] = []
+    j = -1
+    try:
+        for _ in range(k):
+            j = backwards.index("user", j + 1)
+            out.append(len(roles) - 1 - j)
+    except ValueError:
+        pass
+    out.reverse()
+    return out
+
+
+def _positions(roles: list[Any], role: str) -> list[int]:
+    """Where `role` is in `roles`: found by C-level scans (a system prompt is rare)."""
+    out: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = roles.index(role, i + 1)
+            out.append(i)
+    except ValueError:
+        return out
+
+
 def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     """Plain chat in whole-list passes: every message one string (or no) content item of
     a known role, no heading section; None when some message is not (then one by one)."""
     n = len(messages)
-    roles = [m.get("role") for m in messages]
-    contents = [m.get("content") for m in messages]
+    get = dict.get  # every message a dict (checked): C-level passes
+    roles: list[Any] = list(map(get, messages, repeat("role")))
+    contents: list[Any] = list(map(get, messages, repeat("content")))
     try:
         kinds = set(roles)
     except TypeError:  # a role of an odd type (unhashable)
         return None
     if not kinds <= _ROLES or not set(map(type, contents)) <= _CONTENT_TYPES:
         return None
-    texts: list[str] = [c or "" for c in contents]
-    sh = shape(messages) if not kinds.isdisjoint(_GROUP_ROLES) else chat_shape(roles)
-    start = sh.current_start
-    priority = _priorities(sh, policy, n)
+    texts: list[str] = contents if None not in contents else [c or "" for c in contents]
+    units: Sequence[list[int]]
+    if kinds.isdisjoint(_GROUP_ROLES):  # every message a unit of its own
+        start, priority = _chat_priorities(roles, policy)
+        units, unit_of = Singles(n), list(range(n))
+    else:
+        sh = shape(messages)
+        start, units, unit_of = sh.current_start, sh.units, sh.unit_of
+        priority = _priorities(sh, policy, n)
     tags = ["default"] * start + ["current turn"] * (n - start)
     if kinds.isdisjoint(_SYSTEM_ROLES):
         section = [Section.RECENT_MESSAGES] * n
     else:
         section = [Section.RECENT_MESSAGES] * n
         headings = policy.headings
-        for i in compress(range(n), [r in _SYSTEM_ROLES for r in roles]):
+        for i in sorted(i for role in kinds & _SYSTEM_ROLES for i in _positions(roles, role)):
             text = texts[i]
             if "#" in text and any(s is not None for s, _ in split_headings(text, headings)):
                 return None  # heading sections: items of their own
             section[i], priority[i], tags[i] = Section.SYSTEM_PROMPT, Priority.REQUIRED, "default"
     plain = [True] * n  # a role and a content only: text, plainly
-    for i in compress(range(n), [len(m) != 2 or "content" not in m for m in messages]):
+    if list(map(len, messages)).count(2) == n and None not in contents:
+        others: list[int] = []  # each a role and a content (a role: the type check above)
+    else:
+        others = list(compress(range(n), [len(m) != 2 or "content" not in m for m in messages]))
+    for i in others:
         m, c = messages[i], contents[i]
         if type(c) is str and roles[i] in _PLAIN_ROLES:
             plain[i] = "tool_calls" not in m and "function_call" not in m
@@ -91,7 +147,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
             plain[i] = not m.get("tool_calls") and not m.get("function_call")
     keys = list(range(n))  # base and msg: equal, as separate lists (summaries add items)
     return Layout(
-        list(messages), roles, keys, {}, sh.units, sh.unit_of, start, keys.copy(), roles.copy(),
+        list(messages), roles, keys, {}, units, unit_of, start, keys.copy(), roles.copy(),
         [Kind.MESSAGE] * n, section, priority, texts, tags, plain, [0] * n,
         originals=messages,
     )  # fmt: skip
