@@ -139,8 +139,9 @@ def grant(
             (r, keep[bisect_left(ranks, r) : bisect_right(ranks, r)]) for r in sorted(set(ranks))
         ]
         room = reserved.get(section[0], 0)
-        return _grant_in_order(runs_of, cost, floor, contiguous, available, room)
-    grants = [0] * n
+        leftover = [run for r, run in runs_of if r in _LEFTOVER_RANKS]
+        columns = (cost, floor, contiguous)
+        return _grant_runs([(room, [run for _, run in runs_of])], leftover, columns, available)
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
     if keep is not None and n:  # one section, its keep order known
         if not every:  # the active ones in the same order
@@ -172,80 +173,45 @@ def grant(
         for r in sorted(set(ranks)):
             run = runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
             section_runs[s].append(run)
-    pool = available
     # Reservations, sections by their default priority: a section's share is its own.
-    for s in sorted(section_runs, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s))):
-        room = min(reserved.get(s, 0), pool)
-        for run in section_runs[s]:
+    by_priority = sorted(section_runs, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s)))
+    reservation = [(reserved.get(s, 0), section_runs[s]) for s in by_priority]
+    # Leftovers, by priority, then section order: partly granted choices grow first.
+    leftover = [runs[(r, s)] for r in _LEFTOVER_RANKS for s in SECTIONS if (r, s) in runs]
+    return _grant_runs(reservation, leftover, (cost, floor, contiguous), available)
+
+
+def _grant_runs(
+    reservation: list[tuple[int, list[list[int]]]],
+    leftover: list[list[int]],
+    columns: tuple[Sequence[int], Sequence[int], Sequence[bool]],
+    available: int,
+) -> list[int]:
+    """The two passes of `grant`: each section's reservation over its runs (each rank's
+    choices in keep order), then what is left over the runs in `leftover`'s order."""
+    cost, floor, contiguous = columns
+    grants = [0] * len(cost)
+    pool = available
+    for reserved, section in reservation:
+        room = min(reserved, pool)
+        for run in section:
             if room <= 0:
                 break
             for p in run:
                 if room <= 0:
                     break
-                if cost[p] <= room:
-                    given = cost[p]
+                need = cost[p]
+                if need <= room:
+                    grants[p] = need
+                    room -= need
+                    pool -= need
                 elif floor[p] <= room:
-                    given = room
+                    grants[p] = room
+                    pool -= room
+                    room = 0
                 elif contiguous[p]:
                     break  # a contiguous order stopped: the rest of its rank waits
-                else:
-                    continue  # too big even cut: dropped, and smaller ones may still fit
-                grants[p] = given
-                room -= given
-                pool -= given
-    # Leftovers, by priority, then section order: partly granted choices grow first.
-    for r in _LEFTOVER_RANKS:
-        for s in SECTIONS:
-            for p in runs.get((r, s), ()):
-                if pool <= 0:
-                    return grants
-                need = cost[p] - grants[p]
-                if need == 0:
-                    continue
-                if need <= pool:
-                    grants[p] += need
-                    pool -= need
-                elif grants[p] > 0 or floor[p] <= pool:
-                    grants[p] += pool
-                    pool = 0
-                elif contiguous[p]:
-                    break
-    return grants
-
-
-def _grant_in_order(
-    runs: list[tuple[int, list[int]]],
-    cost: list[int],
-    floor: list[int],
-    contiguous: list[bool],
-    available: int,
-    reserved: int,
-) -> list[int]:
-    """grant for choices of one section: `runs` holds each rank's choices in keep order,
-    the ranks ascending. The same passes as grant's, with nothing to look up per choice."""
-    grants = [0] * len(cost)
-    pool = available
-    room = min(reserved, pool)
-    for _, run in runs:  # the section's reservation
-        if room <= 0:
-            break
-        for p in run:
-            if room <= 0:
-                break
-            need = cost[p]
-            if need <= room:
-                grants[p] = need
-                room -= need
-                pool -= need
-            elif floor[p] <= room:
-                grants[p] = room
-                pool -= room
-                room = 0
-            elif contiguous[p]:
-                break  # a contiguous order stopped: the rest of its rank waits
-    for r, run in runs:  # what is left, by priority
-        if r not in _LEFTOVER_RANKS:
-            continue
+    for run in leftover:
         for p in run:
             if pool <= 0:
                 return grants
