@@ -81,6 +81,8 @@ class Exchange:
     usage_from_upstream: bool = False
     estimated_completion: int = 0
     answered: bool = False  # the upstream served an answer (only then is a quota charged)
+    cached_tokens: int | None = None  # as the upstream reported them; None when it did not
+    api: str = "chat"  # "chat" or "responses": which API the client called
 
     @property
     def level(self) -> Level:
@@ -176,6 +178,8 @@ class Exchange:
             upstream_ms=self._upstream_ms(now),
             error=error,
             policy=policy.name if policy else "none",
+            cached_tokens=self.cached_tokens,
+            api=self.api,
         )
         services.usage.write(record)
         if status >= 500:  # the operator's signal that an upstream is failing; ids, no content

@@ -67,6 +67,8 @@ class UsageRecord:
     error: str | None = None
     kind: str = "chat"  # "chat", or "summary" for the proxy's own summarization calls
     policy: str = "default"
+    cached_tokens: int | None = None  # prompt tokens the upstream served from its cache
+    api: str = "chat"  # "chat" (chat completions) or "responses" (the Responses API)
 
     def to_json_line(self) -> bytes:
         """The record as one JSON line ending in a newline (orjson handles slots and enums)."""
