@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model
+from proxy.tokens.prices import request_cost, trim_savings
 from proxy.types import Level, Tokenizer
 from proxy.usage import OTHER, UsageRecord, level_for
 
@@ -114,13 +115,25 @@ class Exchange:
         return headers
 
     def take_usage(self, usage: Any) -> None:
-        """Read an upstream `usage` object, if it is one."""
+        """Read an upstream `usage` object, if it is one: chat completions' (`prompt_tokens`,
+        `completion_tokens`, `prompt_tokens_details.cached_tokens`) or the Responses API's
+        (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`)."""
         if not isinstance(usage, dict):
             return
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(prompt, int) and isinstance(completion, int):
+        prompt = usage.get("prompt_tokens")
+        if prompt is not None:
+            completion, details = usage.get("completion_tokens"), usage.get("prompt_tokens_details")
+        else:
+            prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+            details = usage.get("input_tokens_details")
+        # `type(..) is int`: a JSON true is not a count.
+        if type(prompt) is int and type(completion) is int:
             self.prompt_tokens, self.completion_tokens = prompt, completion
             self.usage_from_upstream = True
+        if isinstance(details, dict):
+            cached = details.get("cached_tokens")
+            if type(cached) is int and cached >= 0:
+                self.cached_tokens = cached
 
     def finish(self, services: Services, status: int, error: str | None = None) -> UsageRecord:
         """Write the usage row, update quotas, thresholds and metrics."""
@@ -151,6 +164,15 @@ class Exchange:
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None
         level = self.level
+        tokens_before = o.tokens_before if o else 0
+        tokens_after = o.tokens_after if o else 0
+        cost = saved = None
+        prices = services.windows.prices(self.model) if self.model else None
+        if prices is not None:
+            cost = request_cost(prices, prompt, self.cached_tokens, completion)
+            # Trimming saved only on a request the upstream served: one it never answered
+            # would have cost nothing untrimmed either.
+            saved = trim_savings(prices, tokens_before - tokens_after) if answered else 0.0
         record = UsageRecord(
             request_id=self.request_id,
             team=team,
@@ -159,8 +181,8 @@ class Exchange:
             stream=self.stream,
             context_window=o.context_window if o else None,
             budget=budget,
-            tokens_before=o.tokens_before if o else 0,
-            tokens_after=o.tokens_after if o else 0,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
             dropped=o.dropped if o else 0,
             truncated=o.truncated if o else 0,
             summarized=o.summarized if o else 0,
@@ -180,6 +202,8 @@ class Exchange:
             policy=policy.name if policy else "none",
             cached_tokens=self.cached_tokens,
             api=self.api,
+            cost_usd=cost,
+            saved_usd=saved,
         )
         services.usage.write(record)
         if status >= 500:  # the operator's signal that an upstream is failing; ids, no content

@@ -1,5 +1,7 @@
 """Tokens (windows): a model's context window from the policy, litellm's bundled map, the default.
 
+The same read of the map gives each model's prices (proxy.tokens.prices).
+
 Lookup order, first hit wins: the policy's `models` entry, litellm's bundled
 `model_prices_and_context_window_backup.json` (`max_input_tokens`, else `max_tokens`; read
 as plain JSON, litellm is never imported), the policy's `default_context_window`; else None
@@ -20,9 +22,13 @@ from pathlib import Path
 import orjson
 
 from proxy.policy import ModelPolicy, Policy
+from proxy.tokens.prices import Prices, entry_prices
 
 _DATE_SUFFIX = re.compile(r"[-@](?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 REGISTRY_FILE = "model_prices_and_context_window_backup.json"
+# Prices are looked up once per model name and kept; clients choose the names, so at most
+# this many are kept (a name beyond it is looked up again each time, still a few dict gets).
+MAX_PRICED_NAMES = 1024
 
 
 def litellm_dir() -> Path | None:
@@ -75,7 +81,7 @@ def policy_model(model: str, policy: Policy) -> ModelPolicy | None:
 
 
 class ContextWindows:
-    """Context windows by model; the bundled map is read lazily, once, and kept."""
+    """Context windows and prices by model; the bundled map is read lazily, once, and kept."""
 
     def __init__(self, registry_path: Path | None = None) -> None:
         if registry_path is None:
@@ -83,6 +89,8 @@ class ContextWindows:
             registry_path = folder / REGISTRY_FILE if folder else None
         self._path = registry_path
         self._registry: Mapping[str, int] | None = None
+        self._prices: Mapping[str, Prices] = {}
+        self._priced: dict[str, Prices | None] = {}  # by the name as sent
         self._lock = threading.Lock()
 
     def lookup(self, model: str, policy: Policy) -> int | None:
@@ -101,22 +109,38 @@ class ContextWindows:
                 return window
         return None
 
+    def prices(self, model: str) -> Prices | None:
+        """The prices litellm's bundled map gives `model` (same name rules), or None."""
+        try:
+            return self._priced[model]
+        except KeyError:
+            pass
+        self._load()
+        found = next((p for n in _names(model) if (p := self._prices.get(n)) is not None), None)
+        if len(self._priced) < MAX_PRICED_NAMES:
+            self._priced[model] = found
+        return found
+
     def _load(self) -> Mapping[str, int]:
         if self._registry is None:
             with self._lock:
                 if self._registry is None:
-                    self._registry = _read_registry(self._path)
+                    # Prices first: a reader that sees the windows must see the prices too.
+                    windows, self._prices = _read_registry(self._path)
+                    self._registry = windows
         return self._registry
 
     def __repr__(self) -> str:
         return f"ContextWindows(registry={str(self._path)!r})"
 
 
-def _read_registry(path: Path | None) -> dict[str, int]:
+def _read_registry(path: Path | None) -> tuple[dict[str, int], dict[str, Prices]]:
+    """The map's windows and prices by model name (also lowercased), in one read."""
     if path is None or not path.is_file():
-        return {}
+        return {}, {}
     raw = orjson.loads(path.read_bytes())
     windows: dict[str, int] = {}
+    prices: dict[str, Prices] = {}
     for name, entry in raw.items() if isinstance(raw, dict) else ():
         if not isinstance(entry, dict):
             continue
@@ -124,7 +148,11 @@ def _read_registry(path: Path | None) -> dict[str, int]:
         if window:
             windows[name] = window
             windows.setdefault(name.lower(), window)
-    return windows
+        price = entry_prices(entry)
+        if price is not None:
+            prices[name] = price
+            prices.setdefault(name.lower(), price)
+    return windows, prices
 
 
 def _count(value: object) -> int | None:

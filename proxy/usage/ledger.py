@@ -69,6 +69,9 @@ class UsageRecord:
     policy: str = "default"
     cached_tokens: int | None = None  # prompt tokens the upstream served from its cache
     api: str = "chat"  # "chat" (chat completions) or "responses" (the Responses API)
+    # Estimated USD from litellm's bundled prices; None when the model has no known price.
+    cost_usd: float | None = None  # uncached prompt + cached prompt (cached price) + completion
+    saved_usd: float | None = None  # prompt tokens trimming removed, at the input price
 
     def to_json_line(self) -> bytes:
         """The record as one JSON line ending in a newline (orjson handles slots and enums)."""

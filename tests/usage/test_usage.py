@@ -49,10 +49,19 @@ def test_record_is_one_json_line_with_the_contract_fields() -> None:
     line = rec.to_json_line()
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     obj = orjson.loads(line)
-    assert list(obj) == [*CONTRACT_FIELDS, "kind", "policy", "cached_tokens", "api"]
+    assert list(obj) == [
+        *CONTRACT_FIELDS,
+        "kind",
+        "policy",
+        "cached_tokens",
+        "api",
+        "cost_usd",
+        "saved_usd",
+    ]
     assert [f.name for f in fields(UsageRecord)] == list(obj)
     assert obj["level"] == "warning" and obj["quota_level"] == "critical"
     assert obj["kind"] == "chat" and obj["api"] == "chat" and obj["cached_tokens"] is None
+    assert obj["cost_usd"] is None and obj["saved_usd"] is None
 
 
 def test_record_timestamp_is_utc_iso() -> None:

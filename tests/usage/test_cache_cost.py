@@ -1,0 +1,279 @@
+"""Cache and cost telemetry: cached_tokens as the upstream reported it, prices, cost and savings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from proxy.server.exchange import Exchange
+from proxy.tokens import ContextWindows
+from proxy.tokens.prices import Prices, request_cost, trim_savings
+from tests.conftest import RunningProxy, serve
+
+GPT4O = Prices(2.5e-06, 1.25e-06, 1e-05)  # litellm's bundled prices for gpt-4o
+
+# --- take_usage -------------------------------------------------------------------------
+
+
+def test_chat_usage_with_cached_tokens() -> None:
+    ex = Exchange("r")
+    ex.take_usage(
+        {
+            "prompt_tokens": 2006,
+            "completion_tokens": 300,
+            "prompt_tokens_details": {"cached_tokens": 1920},
+        }
+    )
+    assert (ex.prompt_tokens, ex.completion_tokens, ex.cached_tokens) == (2006, 300, 1920)
+    assert ex.usage_from_upstream
+
+
+def test_responses_usage_with_cached_tokens() -> None:
+    ex = Exchange("r")
+    ex.take_usage(
+        {
+            "input_tokens": 1500,
+            "output_tokens": 40,
+            "total_tokens": 1540,
+            "input_tokens_details": {"cached_tokens": 1024},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+    )
+    assert (ex.prompt_tokens, ex.completion_tokens, ex.cached_tokens) == (1500, 40, 1024)
+    assert ex.usage_from_upstream
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 5, "completion_tokens": 1},
+        {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": None},
+        {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {}},
+        {
+            "prompt_tokens": 5,
+            "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": True},
+        },
+        {
+            "prompt_tokens": 5,
+            "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": -3},
+        },
+        {"input_tokens": 5, "output_tokens": 1, "input_tokens_details": {"cached_tokens": "9"}},
+    ],
+)
+def test_cached_tokens_stay_null_when_the_upstream_did_not_say(usage: dict[str, Any]) -> None:
+    ex = Exchange("r")
+    ex.take_usage(usage)
+    assert ex.cached_tokens is None and ex.usage_from_upstream
+
+
+def test_zero_cached_tokens_is_zero_not_null() -> None:
+    ex = Exchange("r")
+    ex.take_usage(
+        {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0}}
+    )
+    assert ex.cached_tokens == 0
+
+
+def test_booleans_are_not_token_counts() -> None:
+    ex = Exchange("r")
+    ex.take_usage({"prompt_tokens": True, "completion_tokens": 1})
+    assert not ex.usage_from_upstream
+
+
+# --- prices and cost --------------------------------------------------------------------
+
+
+def test_bundled_prices_for_known_models() -> None:
+    windows = ContextWindows()
+    assert windows.prices("gpt-4o") == GPT4O
+    # The same name rules as the windows: provider prefix, case, date suffix.
+    assert windows.prices("openai/GPT-4o-2024-08-06") is not None
+    assert windows.prices("no-such-model-anywhere") is None
+    assert windows.prices("no-such-model-anywhere") is None  # cached as unknown
+
+
+def test_prices_from_a_registry_file(tmp_path: Path) -> None:
+    registry = tmp_path / "map.json"
+    registry.write_bytes(
+        orjson.dumps(
+            {
+                "full": {
+                    "input_cost_per_token": 1e-6,
+                    "cache_read_input_token_cost": 1e-7,
+                    "output_cost_per_token": 2e-6,
+                    "max_input_tokens": 1000,
+                },
+                "nocache": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6},
+                "noinput": {"output_cost_per_token": 2e-6, "max_input_tokens": 1000},
+                "weird": {"input_cost_per_token": "cheap"},
+                "sample_spec": "not an entry",
+            }
+        )
+    )
+    windows = ContextWindows(registry)
+    assert windows.prices("full") == Prices(1e-6, 1e-7, 2e-6)
+    assert windows.prices("nocache") == Prices(1e-6, 1e-6, 2e-6)  # no discount known
+    assert windows.prices("noinput") is None and windows.registry_window("noinput") == 1000
+    assert windows.prices("weird") is None
+    assert ContextWindows(tmp_path / "absent.json").prices("full") is None
+
+
+def test_priced_names_are_bounded(tmp_path: Path) -> None:
+    windows = ContextWindows(tmp_path / "absent.json")
+    for i in range(3000):
+        windows.prices(f"client-chosen-{i}")
+    assert len(windows._priced) <= 1024
+
+
+def test_request_cost_splits_cached_and_uncached_input() -> None:
+    assert request_cost(GPT4O, 2000, 1024, 100) == pytest.approx(
+        976 * 2.5e-06 + 1024 * 1.25e-06 + 100 * 1e-05
+    )
+    assert request_cost(GPT4O, 2000, None, 100) == pytest.approx(2000 * 2.5e-06 + 100 * 1e-05)
+    # An upstream that reports more cached than prompt tokens is not paid for twice.
+    assert request_cost(GPT4O, 10, 50, 0) == pytest.approx(10 * 1.25e-06)
+    assert request_cost(GPT4O, 0, None, 0) == 0.0
+    assert trim_savings(GPT4O, 1000) == pytest.approx(0.0025)
+    assert trim_savings(GPT4O, 0) == 0.0 and trim_savings(GPT4O, -5) == 0.0
+
+
+def test_costs_carry_no_float_noise() -> None:
+    assert orjson.dumps(request_cost(GPT4O, 11, None, 7)) == b"0.0000975"
+
+
+# --- end to end: an upstream that reports cached tokens ----------------------------------
+
+
+class CachingUpstream:
+    """Answers chat completions (plain and streamed) with the `cached_tokens` the request's
+    `x-cached` header names (`none`: no details at all)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        self.bodies.append(body)
+        cached = request.headers.get("x-cached", "none")
+        usage: dict[str, Any] = {
+            "prompt_tokens": 1500,
+            "completion_tokens": 9,
+            "total_tokens": 1509,
+        }
+        if cached != "none":
+            usage["prompt_tokens_details"] = {"cached_tokens": int(cached), "audio_tokens": 0}
+        base = {"id": "c", "created": 1, "model": body["model"]}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": "ok"}
+            answer = dict(base, object="chat.completion", usage=usage,
+                          choices=[{"index": 0, "finish_reason": "stop", "message": message}])  # fmt: skip
+            return Response(orjson.dumps(answer), media_type="application/json")
+        include = (body.get("stream_options") or {}).get("include_usage") is True
+
+        async def events() -> Any:
+            chunk = dict(base, object="chat.completion.chunk",
+                         choices=[{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}])  # fmt: skip
+            yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+            if include:
+                last = dict(base, object="chat.completion.chunk", choices=[], usage=usage)
+                yield b"data: " + orjson.dumps(last) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@pytest.fixture
+def caching_upstream() -> Iterator[tuple[CachingUpstream, str]]:
+    fake = CachingUpstream()
+    with serve(fake.app()) as url:
+        yield fake, url + "/v1"
+
+
+def rows_of(proxy: RunningProxy, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 5
+    while True:
+        path = proxy.usage_path
+        rows = [orjson.loads(x) for x in path.read_bytes().splitlines()] if path.exists() else []
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.01)
+
+
+def test_usage_log_cached_tokens_match_the_upstream_request_by_request(
+    start_proxy: Any, caching_upstream: tuple[CachingUpstream, str]
+) -> None:
+    proxy = start_proxy(upstream=caching_upstream[1])
+    plan = [("1024", False), ("none", True), ("0", False), ("1408", True), ("none", False),
+            ("1152", True), ("128", True)]  # fmt: skip
+    for cached, stream in plan:
+        body = {
+            "model": "gpt-4o",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": stream,
+        }
+        r = httpx.post(proxy.url + "/v1/chat/completions", json=body, headers={"x-cached": cached})
+        assert r.status_code == 200
+        if stream:
+            assert b'"cached_tokens"' not in r.content  # the client did not ask for usage
+    rows = rows_of(proxy, len(plan))
+    assert [(r["cached_tokens"], r["stream"]) for r in rows] == [
+        (None if c == "none" else int(c), s) for c, s in plan
+    ]
+    for row, (cached, _) in zip(rows, plan, strict=True):
+        hit = 0 if cached == "none" else int(cached)
+        assert row["usage_source"] == "upstream" and row["prompt_tokens"] == 1500
+        assert row["cost_usd"] == pytest.approx((1500 - hit) * 2.5e-06 + hit * 1.25e-06 + 9e-05)
+        assert row["saved_usd"] == 0.0  # nothing trimmed
+
+
+def test_usage_row_prices_what_trimming_saved(
+    start_proxy: Any, caching_upstream: tuple[CachingUpstream, str], policies_dir: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text("models:\n  gpt-4o: {context_window: 600}\n")
+    proxy = start_proxy(upstream=caching_upstream[1])
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 60}
+             for i in range(21)]  # fmt: skip
+    r = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": turns})
+    assert r.status_code == 200
+    before, after = (
+        int(r.headers["x-context-tokens-before"]),
+        int(r.headers["x-context-tokens-after"]),
+    )
+    assert before > after
+    [row] = rows_of(proxy, 1)
+    assert row["saved_usd"] == pytest.approx((before - after) * 2.5e-06)
+    assert row["cost_usd"] == pytest.approx(1500 * 2.5e-06 + 9e-05)
+
+
+def test_unknown_model_costs_null(
+    start_proxy: Any, caching_upstream: tuple[CachingUpstream, str], policies_dir: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text("default_context_window: 8192\n")
+    proxy = start_proxy(upstream=caching_upstream[1])
+    body = {"model": "house-model-x", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body).status_code == 200
+    [row] = rows_of(proxy, 1)
+    assert row["cost_usd"] is None and row["saved_usd"] is None
+
+
+def test_unanswered_request_costs_nothing(start_proxy: Any) -> None:
+    proxy = start_proxy(upstream="http://127.0.0.1:9/v1")  # nothing listens there
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body).status_code == 502
+    [row] = rows_of(proxy, 1)
+    assert row["cost_usd"] == 0.0 and row["saved_usd"] == 0.0 and row["cached_tokens"] is None
