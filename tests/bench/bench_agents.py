@@ -11,14 +11,17 @@ context_window is the budget itself, so budget == window (as bench_locomo.py doe
 Only decision points whose request is over the budget count.
 
 Evidence of decision point k. The *keys* of step k's command (the `command` argument of
-its `bash` call) are: (a) file paths, runs of `[\\w./-]` holding a `/` or ending in a dot
-and 1-4 letters, and their base names, (b) identifiers `[A-Za-z_]\\w*`, (c) the command's
-lines stripped of blanks that are >= 20 characters; (a) and (b) only when >= MIN_LEN
-(`--min-len`, 8) characters. A key is trivial, and ignored, when it is a word of the
-system prompt or a common shell/Python word (STOP), or occurs in more than half the
-request's tool results (when it has 4 or more). The *evidence* of k is the set of the
-request's tool results (role `tool`) whose content holds at least one non-trivial key;
-those keys are the result's *repeated strings*. A result *survives* in the forwarded
+its `bash` call) are: (a) file paths: words with a `/`, or ending in a source/doc extension
+(`.py`, `.rst`, `.txt`, ...; see _EXT), without a leading `./` or `/testbed/`, and their
+base names; (b) code identifiers in the rest of the command: `[A-Za-z_]\\w*` with an
+inner underscore or an inner capital (snake_case, CamelCase), so plain words such as
+`backends` or `timezone` are not keys; (c) the command's lines, stripped, of >= 20
+characters, except imports, comments, print calls and one-word lines. (a) and (b) only
+when >= MIN_LEN (`--min-len`, default 8) characters. A key is trivial, and ignored, when
+it is in STOP (dunder names, builtin exception names, `testbed`) or occurs in more than
+half the request's tool results (when it has 4 or more). The *evidence* of k is the set
+of the request's tool results (role `tool`) whose content holds at least one non-trivial
+key; those keys are the result's *repeated strings*. A result *survives* in the forwarded
 request when its tool message (same tool_call_id) is there and is not a cleared
 placeholder (`[context-proxy: ...`), and its content is either unchanged or still holds
 every repeated string (a truncated result that kept what the command needs).
@@ -60,11 +63,23 @@ RESULTS = Path(__file__).resolve().parent / "results" / "agents.json"
 MODEL = "gpt-4o"
 KEEP_RECENT = 3
 CLEARED = "[context-proxy:"
-_PATH = re.compile(r"[\w./-]*(?:/[\w.-]+|\.[A-Za-z]{1,4})\b")
+_EXT = "py|pyi|txt|rst|cfg|toml|ini|json|yaml|yml|html|js|css|sh|md|po|sql|diff|patch|log"
+_PATH = re.compile(rf"(?:[\w.-]*/)+[\w.-]*[A-Za-z]\w*|[\w-]+(?:\.[\w-]+)*\.(?:{_EXT})\b")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_STOP_WORDS = "testbed python python3 returncode output import from print return django settings "
+# Code-like: an inner underscore (snake_case) or an inner capital (CamelCase, camelCase).
+_CODE = re.compile(r".[A-Za-z0-9]*(?:_[A-Za-z0-9]|[a-z0-9][A-Z])")
+_TRIVIAL_LINE = re.compile(r"(?:import |from |#|print\(|EOF|cd |\S+$)")
+_ERRORS = ("type", "value", "key", "attribute", "import", "index", "runtime", "assertion", "name")
 STOP = frozenset(
-    (_STOP_WORDS + "function argument arguments command self class string object values").split()
+    (
+        "testbed",
+        "__main__",
+        "__init__",
+        "__name__",
+        "__file__",
+        "exception",
+        *(e + "error" for e in _ERRORS),
+    )
 )
 Msg = dict[str, Any]
 
@@ -88,21 +103,19 @@ def command_of(message: Msg) -> str | None:
 def keys_of(command: str, min_len: int, stop: frozenset[str]) -> set[str]:
     keys: set[str] = set()
     for found in _PATH.findall(command):
-        path = found[2:] if found.startswith("./") else found.strip("./-")
-        for k in (path, path.rsplit("/", 1)[-1]):
-            if len(k) >= min_len:
-                keys.add(k)
-    keys.update(w for w in _IDENT.findall(command) if len(w) >= min_len)
-    keys.update(s for line in command.splitlines() if len(s := line.strip()) >= 20)
+        path = found.removeprefix("./").removeprefix("/testbed/").rstrip("./")
+        keys.update(k for k in (path, path.rsplit("/", 1)[-1]) if len(k) >= min_len)
+    rest = _PATH.sub(" ", command)
+    keys.update(w for w in _IDENT.findall(rest) if len(w) >= min_len and _CODE.match(w))
+    lines = (line.strip() for line in command.splitlines())
+    keys.update(x for x in lines if len(x) >= 20 and not _TRIVIAL_LINE.match(x))
     return {k for k in keys if k.lower() not in stop}
 
 
 def evidence(messages: Sequence[Msg], command: str, min_len: int) -> dict[str, set[str]]:
     """tool_call_id -> the repeated strings, for each evidence result of this request."""
-    system = " ".join(m["content"] for m in messages if m.get("role") == "system").lower()
-    stop = STOP | frozenset(_IDENT.findall(system))
     results = [m for m in messages if m.get("role") == "tool" and isinstance(m.get("content"), str)]
-    keys = keys_of(command, min_len, stop)
+    keys = keys_of(command, min_len, STOP)
     if len(results) >= 4:
         keys = {k for k in keys if sum(k in r["content"] for r in results) * 2 <= len(results)}
     out: dict[str, set[str]] = {}
@@ -209,7 +222,7 @@ def score(
 
 
 def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) -> dict[str, Any]:
-    tok = TokenCounter().for_model(MODEL, Policy())
+    tok = TokenCounter().chat_tokenizer(MODEL, Policy())
     results: dict[str, Any] = {}
     for budget in budgets:
         for name, method in (("planner", planner), ("keep-newest", keep_newest)):
