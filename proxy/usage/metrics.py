@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -15,41 +15,13 @@ from prometheus_client import (
 )
 
 from proxy.usage.export import UsageLogCollector, UsageLogHealth, WithoutCreated
-from proxy.usage.labels import (
-    LATENCY_BUCKETS,
-    MAX_LABEL_CHARS,
-    MAX_MODELS_PER_TEAM,
-    OTHER,
-    OVERHEAD_BUCKETS,
-    UTILIZATION_BUCKETS,
-    route_group,
-)
+from proxy.usage.labels import LATENCY_BUCKETS, MAX_MODELS_PER_TEAM, route_group
+from proxy.usage.request_metrics import RequestStats
 
 if TYPE_CHECKING:
     from proxy.usage.ledger import UsageRecord
 
 __all__ = ["Metrics", "route_group"]
-
-# Positions in `Metrics._per_model`.
-_PROMPT, _COMPLETION, _REMOVED, _TRIMMED, _UTILIZATION, _LATENCY, _UPSTREAM, _OVERHEAD = range(8)
-
-
-class _Children:
-    """One (team, model)'s labelled metrics, each made on first use (an unused one must
-    not show up as an empty series)."""
-
-    __slots__ = ("_labels", "_made", "_metrics")
-
-    def __init__(self, metrics: tuple[Any, ...], labels: tuple[str, str]) -> None:
-        self._metrics = metrics
-        self._labels = labels
-        self._made: list[Any] = [None] * len(metrics)
-
-    def get(self, index: int) -> Any:
-        child = self._made[index]
-        if child is None:
-            child = self._made[index] = self._metrics[index].labels(*self._labels)
-        return child
 
 
 class Metrics:
@@ -57,58 +29,15 @@ class Metrics:
 
     def __init__(self, max_models_per_team: int = MAX_MODELS_PER_TEAM) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._max_models = max_models_per_team
-        self._models: dict[str, set[str]] = {}
-        r, tm = self.registry, ("team", "model")
+        r = self.registry
         p = "context_proxy_"
-        self.requests = Counter(
-            p + "requests",
-            "Chat-completion requests by final status.",
-            ("team", "model", "status", "stream"),
-            registry=r,
-        )
-        self.prompt_tokens = Counter(p + "prompt_tokens", "Prompt tokens.", tm, registry=r)
-        self.completion_tokens = Counter(
-            p + "completion_tokens", "Completion tokens.", tm, registry=r
-        )
-        self.tokens_removed = Counter(
-            p + "tokens_removed", "Prompt tokens removed by trimming.", tm, registry=r
-        )
-        self.trimmed = Counter(
-            p + "trimmed_requests", "Requests that were trimmed.", tm, registry=r
-        )
+        # Per (team, model) request figures: plain numbers, exported at scrape time.
+        self.request_stats = RequestStats(max_models_per_team)
+        r.register(self.request_stats)
         self.threshold_events = Counter(
             p + "threshold_events",
             "Crossings into warning or critical.",
             ("team", "level", "source"),
-            registry=r,
-        )
-        self.utilization = Histogram(
-            p + "utilization_ratio",
-            "tokens_before / budget.",
-            tm,
-            buckets=UTILIZATION_BUCKETS,
-            registry=r,
-        )
-        self.latency = Histogram(
-            p + "request_duration_seconds",
-            "Total time per request.",
-            tm,
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.upstream_latency = Histogram(
-            p + "upstream_duration_seconds",
-            "Time spent waiting on the upstream.",
-            tm,
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.overhead = Histogram(
-            p + "overhead_seconds",
-            "Proxy time: total minus upstream.",
-            tm,
-            buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
         self.quota_used = Gauge(
@@ -165,28 +94,9 @@ class Metrics:
             registry=r,
         )
 
-        self._per_model = (
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.tokens_removed,
-            self.trimmed,
-            self.utilization,
-            self.latency,
-            self.upstream_latency,
-            self.overhead,
-        )
-        self._children: dict[tuple[str, str], _Children] = {}
-        self._request_children: dict[tuple[str, str, int, bool], Any] = {}
-
     def model_label(self, team: str, model: str) -> str:
         """`model`, or "other" once the team has shown `max_models_per_team` distinct ones."""
-        seen = self._models.setdefault(team, set())
-        if model in seen:
-            return model
-        if len(seen) >= self._max_models or len(model) > MAX_LABEL_CHARS:
-            return OTHER
-        seen.add(model)
-        return model
+        return self.request_stats.model_label(team, model)
 
     def observe_request(
         self,
@@ -203,60 +113,31 @@ class Metrics:
         latency_s: float,
         upstream_s: float | None,
         overhead_s: float | None = None,
+        cached_tokens: int | None = None,
+        cost_usd: float | None = None,
+        saved_usd: float | None = None,
     ) -> None:
         """One finished chat-completion request (also failed or rejected ones)."""
-        m = self.model_label(team, model)
-        # `.labels()` hashes and locks on every call; the children are looked up once per
-        # (team, model) instead: bounded, since models per team are capped.
-        c = self._children.get((team, m))
-        if c is None:
-            c = self._children[(team, m)] = _Children(self._per_model, (team, m))
-        key = (team, m, status, stream)
-        counter = self._request_children.get(key)
-        if counter is None:
-            counter = self._request_children[key] = self.requests.labels(
-                team, m, str(status), "true" if stream else "false"
-            )
-        counter.inc()
-        if prompt_tokens > 0:
-            c.get(_PROMPT).inc(prompt_tokens)
-        if completion_tokens > 0:
-            c.get(_COMPLETION).inc(completion_tokens)
-        if tokens_removed > 0:
-            c.get(_REMOVED).inc(tokens_removed)
-        if trimmed:
-            c.get(_TRIMMED).inc()
-        if utilization is not None:
-            c.get(_UTILIZATION).observe(utilization)
-        c.get(_LATENCY).observe(latency_s)
-        if upstream_s is not None:
-            c.get(_UPSTREAM).observe(upstream_s)
-            if overhead_s is None:
-                overhead_s = max(0.0, latency_s - upstream_s)
-        if overhead_s is not None:
-            c.get(_OVERHEAD).observe(overhead_s)
+        self.request_stats.observe(
+            team, model, status, stream, prompt_tokens, completion_tokens, tokens_removed,
+            trimmed, utilization, latency_s, upstream_s, overhead_s, cached_tokens, cost_usd,
+            saved_usd,
+        )  # fmt: skip
 
     def observe_record(self, record: UsageRecord, model: str | None = None) -> None:
         """`observe_request` with every figure taken from a finished usage record; `model`:
         the label to use instead of the record's (see Exchange._model_label)."""
-        removed = max(0, record.tokens_before - record.tokens_after)
-        trimmed = removed > 0 or any(
-            (record.dropped, record.truncated, record.summarized, record.deduped)
+        removed = record.tokens_before - record.tokens_after
+        trimmed = removed > 0 or bool(
+            record.dropped or record.truncated or record.summarized or record.deduped
         )
-        upstream_s = None if record.upstream_ms is None else record.upstream_ms / 1000
-        self.observe_request(
-            record.team,
-            record.model if model is None else model,
-            status=record.status,
-            stream=record.stream,
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
-            tokens_removed=removed,
-            trimmed=trimmed,
-            utilization=record.utilization,
-            latency_s=record.latency_ms / 1000,
-            upstream_s=upstream_s,
-        )
+        upstream_ms = record.upstream_ms
+        self.request_stats.observe(
+            record.team, record.model if model is None else model, record.status, record.stream,
+            record.prompt_tokens, record.completion_tokens, removed, trimmed, record.utilization,
+            record.latency_ms / 1000, None if upstream_ms is None else upstream_ms / 1000, None,
+            record.cached_tokens, record.cost_usd, record.saved_usd,
+        )  # fmt: skip
 
     def threshold_event(self, team: str, level: str, source: str = "context") -> None:
         """A team crossed into `level` ("warning"/"critical") of its context or its quota."""
