@@ -16,9 +16,11 @@ from starlette.routing import Route
 from proxy.errors import InvalidRequest, NotFound, ProxyError
 from proxy.server import responses
 from proxy.server.auth import require_admin
-from proxy.server.chat import chat_completions, context_plan
+from proxy.server.chat import chat_completions
 from proxy.server.logs import configure_logging
 from proxy.server.passthrough import forward
+from proxy.server.plan_route import context_plan
+from proxy.server.responses_api import create_response
 from proxy.server.services import Services, open_services
 from proxy.server.settings import Settings
 
@@ -74,6 +76,8 @@ def create_app(settings: Settings) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/responses", create_response, methods=["POST"]),
         Route("/v1/context/plan", context_plan, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -53,8 +53,8 @@ def too_large(max_bytes: int) -> str:
     return f"The request body is larger than the proxy's limit of {max_bytes // (1024 * 1024)} MiB."
 
 
-def parse_chat_body(raw: bytes) -> dict[str, Any]:
-    """A chat-completion body with a string `model` and a list of object `messages`."""
+def parse_model_body(raw: bytes) -> dict[str, Any]:
+    """A JSON object with a string `model`: what every planned API needs."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -64,6 +64,16 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("you must provide a model parameter", param="model")
+    return body
+
+
+def parse_chat_body(raw: bytes) -> dict[str, Any]:
+    """A chat-completion body with a string `model` and a list of object `messages`."""
+    return check_chat_body(parse_model_body(raw))
+
+
+def check_chat_body(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a JSON object with a model) if it is a chat-completion body, else a 400."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array", param="messages")
@@ -79,6 +89,29 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
             not isinstance(value, int) or isinstance(value, bool) or value < 0
         ):
             raise InvalidRequest(f"'{key}' must be a non-negative integer", param=key)
+    _check_stream(body)
+    return body
+
+
+def check_responses_body(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a JSON object with a model) if it is a Responses API body, else a 400:
+    `input` a string or an array of objects."""
+    given = body.get("input")
+    if isinstance(given, list):
+        for index, item in enumerate(given):
+            if not isinstance(item, dict):
+                raise InvalidRequest(f"input[{index}] must be an object", param=f"input[{index}]")
+    elif given is not None and not isinstance(given, str):
+        raise InvalidRequest("'input' must be a string or an array of items", param="input")
+    value = body.get("max_output_tokens")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise InvalidRequest(
+            "'max_output_tokens' must be a non-negative integer", param="max_output_tokens"
+        )
+    _check_stream(body)
+    return body
+
+
+def _check_stream(body: dict[str, Any]) -> None:
     if "stream" in body and not isinstance(body["stream"], bool | None):
         raise InvalidRequest("'stream' must be a boolean", param="stream")
-    return body

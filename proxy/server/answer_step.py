@@ -1,0 +1,101 @@
+"""Answer step, shared by chat completions and the Responses API: a plain answer read for
+its usage, or a stream relayed event by event; either way the usage row."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import orjson
+
+from proxy.errors import UpstreamUnreachable
+from proxy.server import responses
+from proxy.server.exchange import Exchange, estimate_completion
+from proxy.server.services import Services
+from proxy.types import Tokenizer
+from proxy.upstream import StreamTap, UpstreamBroke, UpstreamResponse
+
+
+def chat_usage_of(parsed: dict[str, Any]) -> Any:
+    return parsed.get("usage")
+
+
+def chat_text_of(parsed: dict[str, Any]) -> str:
+    parts: list[str] = []
+    for choice in parsed.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            parts.append(message["content"])
+    return "".join(parts)
+
+
+def finish_plain(
+    services: Services,
+    ex: Exchange,
+    upstream: UpstreamResponse,
+    answer: bytes,
+    tokenizer: Tokenizer,
+    usage_of: Callable[[dict[str, Any]], Any] = chat_usage_of,
+    text_of: Callable[[dict[str, Any]], str] = chat_text_of,
+) -> responses.Plain:
+    """The upstream's answer as it came; its usage (`usage_of`), or an estimate of the
+    generated text (`text_of`) when it has none, for the usage row."""
+    error: str | None = None
+    status = upstream.status
+    if 200 <= status < 300:
+        try:
+            parsed = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            exc = UpstreamUnreachable(
+                "The upstream answered with something that is not JSON.",
+                code="upstream_invalid_response",
+            )
+            ex.answered = False  # nothing usable was served
+            ex.finish(services, exc.status, exc.code)
+            return responses.error(exc, ex.context_headers())
+        if isinstance(parsed, dict):
+            ex.take_usage(usage_of(parsed))
+            if not ex.usage_from_upstream:
+                ex.estimated_completion = estimate_completion(tokenizer, text_of(parsed))
+    else:
+        error = f"upstream_{status}"
+    ex.finish(services, status, error)
+    return responses.plain(status, upstream.headers, answer, ex.context_headers())
+
+
+async def relay_stream(
+    services: Services,
+    ex: Exchange,
+    upstream: UpstreamResponse,
+    tokenizer: Tokenizer,
+    tap: StreamTap,
+    error_event: Callable[[str, str, str], bytes],
+) -> AsyncGenerator[bytes]:
+    """Pass events on as they arrive; on a break, one error event and a clean end."""
+    status, error = 200, None
+    try:
+        async for chunk in upstream.chunks():
+            out = tap.feed(chunk)
+            if out:
+                yield out
+        rest = tap.flush()
+        if rest:
+            yield rest
+    except UpstreamBroke as exc:
+        status = 504 if exc.timed_out else 502
+        error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
+        yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
+    except (asyncio.CancelledError, GeneratorExit):  # the client left mid-stream
+        status, error = 499, "client_disconnected"
+        raise
+    finally:
+        upstream.close()
+        ex.upstream_ended = time.perf_counter()
+        ex.take_usage(tap.usage)
+        if not ex.usage_from_upstream:
+            text = tap.text()
+            beyond = tap.estimated_chars_beyond(text)  # a long stream keeps only its start
+            ex.estimated_completion = estimate_completion(tokenizer, text, beyond)
+        ex.finish(services, status, error)

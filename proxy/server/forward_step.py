@@ -1,0 +1,100 @@
+"""Forward step, shared by chat completions and the Responses API: quota, the upstream
+target and its headers, summaries in the background, and a failure as a usage row and an
+OpenAI-shaped answer."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.datastructures import Headers
+from starlette.responses import Response
+
+from proxy.errors import ProxyError, QuotaExceeded
+from proxy.planner import PlanOutcome, Refused
+from proxy.policy import Policy, PolicySet
+from proxy.server import responses
+from proxy.server.auth import headers_not_forwarded, upstream_authorization
+from proxy.server.chat_guards import internal_error
+from proxy.server.disconnect import ClientGone
+from proxy.server.exchange import Exchange
+from proxy.server.services import Services
+from proxy.summaries import Lookup, SummaryTarget
+from proxy.types import Tokenizer
+from proxy.upstream import Timeouts, clean_headers
+
+# The proxy reads usage from the answer, so it must come unencoded; and it sends its own
+# body, so the client's content-type and content-length must not go along with the proxy's
+# (two Content-Type headers make aiohttp-based upstreams answer 400).
+NOT_FORWARDED = frozenset({"accept-encoding", "content-type", "content-length"})
+
+
+def check_quota(services: Services, ex: Exchange) -> None:
+    """429 before anything goes upstream when the team's hard quota is spent."""
+    assert ex.policy is not None
+    quotas = ex.policy.quotas
+    if quotas.daily_tokens is None and quotas.monthly_tokens is None:
+        return
+    ex.quota = status = services.quotas.status(ex.policy.team, quotas, ex.policy.thresholds)
+    if quotas.hard_limit and status.exceeded:
+        raise QuotaExceeded(
+            f"Team {ex.policy.team!r} has used its {status.period or ''} token quota "
+            f"({status.used:,} of {status.limit:,}).".replace("  ", " ")
+        )
+
+
+def upstream_url(services: Services, policy: Policy, path: str) -> str:
+    base = policy.upstream.base_url or services.settings.upstream
+    return base.rstrip("/") + path
+
+
+def upstream_target(
+    services: Services, client: Headers, policies: PolicySet, policy: Policy, path: str
+) -> SummaryTarget:
+    """Where the request goes and with which headers: the client's minus hop-by-hop and
+    proxy-only ones, a JSON content type, the upstream credentials the policy names."""
+    headers = clean_headers(client, headers_not_forwarded(policies, NOT_FORWARDED))
+    headers.append(("content-type", "application/json"))
+    auth = upstream_authorization(policies, policy, client, services.environ)
+    if auth:
+        headers.append(("authorization", auth))
+    return SummaryTarget(
+        upstream_url(services, policy, path),
+        headers,
+        Timeouts(
+            policy.upstream.timeout_s,
+            policy.upstream.connect_timeout_s,
+            policy.upstream.retries,
+        ),
+    )
+
+
+def summarize_later(
+    services: Services,
+    cached: Lookup,
+    outcome: PlanOutcome,
+    target: SummaryTarget,
+    tokenizer: Tokenizer,
+) -> None:
+    """Summaries of what was dropped, made in the background once the answer is on its way;
+    the same upstream and credentials as the request. Never raises into the request."""
+    try:
+        services.summaries.schedule(cached, outcome, target, tokenizer, services.spawn)
+    except Exception:
+        logging.getLogger("context_proxy.summaries").exception("scheduling summaries failed")
+
+
+def failed(services: Services, ex: Exchange, exc: Exception) -> Response:
+    """A request that ended before an answer: its usage row, and the answer to give."""
+    if isinstance(exc, ProxyError):
+        if isinstance(exc, Refused):  # refused for length: its figures are known
+            ex.outcome = exc.outcome
+        ex.finish(services, exc.status, exc.code or exc.type)
+        return responses.error(exc, ex.context_headers())
+    if isinstance(exc, ClientGone):
+        ex.answered = False  # the answer was never read: nothing was served
+        ex.finish(services, 499, "client_disconnected")
+        return Response(status_code=499)  # nobody is listening: the closed answer is moot
+    # A bug: still an OpenAI-shaped answer and a usage row.
+    failure = internal_error(exc, ex.request_id)
+    ex.finish(services, failure.status, failure.code)
+    return responses.error(failure, ex.context_headers())

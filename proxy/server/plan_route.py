@@ -1,0 +1,83 @@
+"""POST /v1/context/plan: the same pipeline as a chat or Responses request, answered with
+the plan (the rewritten request and its report) instead of forwarded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.errors import ProxyError
+from proxy.items import Converted, is_responses_body, to_chat
+from proxy.planner import PlanOutcome, Refused
+from proxy.server import responses
+from proxy.server.auth import require_admin, resolve_policy
+from proxy.server.chat_guards import checked_model, internal_error
+from proxy.server.exchange import Exchange
+from proxy.server.plan_step import off_loop, plan, plan_in_thread, tag_marks, tokenizer_for
+from proxy.server.request_body import (
+    check_chat_body,
+    check_responses_body,
+    parse_model_body,
+    read_body,
+)
+from proxy.server.responses_api import note_previous, report_json, rewritten
+from proxy.server.services import Services
+
+
+async def context_plan(request: Request) -> Response:
+    services: Services = request.app.state.services
+    ex = Exchange(services.ids.next())
+    try:
+        policies = services.policies.current
+        if policies.admin_required:
+            require_admin(policies, request.headers)
+            policy = policies.by_team(request.query_params.get("team", policies.default.team))
+        else:
+            policy = resolve_policy(policies, request.headers)
+        ex.policy = policy
+        raw = await read_body(request, services.settings.max_body_bytes)
+        body = parse_model_body(raw)
+        conv: Converted | None = None
+        if is_responses_body(body):
+            conv = to_chat(check_responses_body(body))
+            chat = conv.body
+        else:
+            chat = check_chat_body(body)
+        ex.model = checked_model(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy)
+        cached = await services.summaries.lookup(policy, chat)
+        tags = tag_marks(raw)
+        ex.outcome = outcome = await plan(
+            services, policy, chat, tokenizer, len(raw), cached, ex.request_id,
+            fail_open=False, tags=tags,
+        )  # fmt: skip
+        if plan_in_thread(chat, tokenizer, len(raw), tags):  # a big plan: a big report too
+            answer = await off_loop(services, plan_answer, outcome, body, conv)
+        else:
+            answer = plan_answer(outcome, body, conv)
+    except ProxyError as exc:
+        if isinstance(exc, Refused):
+            ex.outcome = exc.outcome
+        return responses.error(exc, ex.context_headers())
+    except Exception as exc:  # a bug, not the client's input (plan() sorts those out)
+        return responses.error(internal_error(exc, ex.request_id), ex.context_headers())
+    response = responses.plain(
+        200, [("content-type", "application/json")], answer, ex.context_headers()
+    )
+    response.keep = (raw, body, outcome)  # freed once the answer is out
+    return response
+
+
+def plan_answer(
+    outcome: PlanOutcome, body: dict[str, Any] | None = None, conv: Converted | None = None
+) -> bytes:
+    """The plan endpoint's body: the rewritten request (a Responses body for a Responses
+    request) and its report."""
+    if conv is None or body is None:
+        return orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
+    note_previous(body, outcome)
+    answer = {"request": rewritten(body, conv, outcome), "report": report_json(outcome, body)}
+    return orjson.dumps(answer)

@@ -1,0 +1,112 @@
+"""The Responses API pipeline (POST /v1/responses), top to bottom: the chat pipeline's steps,
+with the body read into neutral chat messages for planning and written back as items."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.items import Converted, chat_usage, output_text, to_chat, to_responses
+from proxy.planner import PlanOutcome
+from proxy.server import responses
+from proxy.server.answer_step import finish_plain, relay_stream
+from proxy.server.auth import resolve_policy
+from proxy.server.chat_guards import checked_model
+from proxy.server.disconnect import cancel_on_disconnect
+from proxy.server.exchange import Exchange
+from proxy.server.forward_step import (
+    check_quota,
+    failed,
+    summarize_later,
+    upstream_target,
+    upstream_url,
+)
+from proxy.server.plan_step import plan, tag_marks, tokenizer_for
+from proxy.server.request_body import check_responses_body, parse_model_body, read_body
+from proxy.server.services import Services
+from proxy.upstream.responses_sse import ResponsesTap, response_error_event
+
+PREVIOUS_NOTE = (
+    "previous_response_id: the earlier turns live at the provider, not in this request; "
+    "only what is sent is counted and trimmed"
+)
+
+
+async def create_response(request: Request) -> Response:
+    services: Services = request.app.state.services
+    ex = Exchange(services.ids.next())
+    ex.api = "responses"
+    try:
+        policies = services.policies.current
+        ex.policy = policy = resolve_policy(policies, request.headers)
+        raw = await read_body(request, services.settings.max_body_bytes)
+        body = check_responses_body(parse_model_body(raw))
+        ex.model, ex.stream = checked_model(body), body.get("stream") is True
+        check_quota(services, ex)
+        tokenizer = await tokenizer_for(services, ex.model, policy)
+        conv = to_chat(body)
+        cached = await services.summaries.lookup(policy, conv.body)
+        ex.outcome = outcome = await plan(
+            services, policy, conv.body, tokenizer, len(raw), cached, ex.request_id,
+            tags=tag_marks(raw),
+        )  # fmt: skip
+        note_previous(body, outcome)
+        payload = raw if not outcome.changed else orjson.dumps(rewritten(body, conv, outcome))
+        target = upstream_target(services, request.headers, policies, policy, "/responses")
+        # Summaries are chat completions, made at the same upstream with the same headers.
+        summaries = dataclasses.replace(
+            target, url=upstream_url(services, policy, "/chat/completions")
+        )
+        ex.upstream_started = time.perf_counter()
+        async with cancel_on_disconnect(request):
+            upstream = await services.upstream.send(
+                "POST", target.url, target.headers, payload, target.timeouts, ex.stream
+            )
+            streamed = ex.stream and upstream.status == 200
+            ex.answered = 200 <= upstream.status < 300
+            if streamed and "event-stream" in upstream.content_type:
+                summarize_later(services, cached, outcome, summaries, tokenizer)
+                events = relay_stream(
+                    services, ex, upstream, tokenizer, ResponsesTap(), response_error_event
+                )
+                return responses.streamed(200, upstream.headers, events, ex.context_headers())
+            answer = await upstream.read()
+        ex.upstream_ended = time.perf_counter()
+    except Exception as exc:  # refused, gone, or a bug: a usage row and an OpenAI-shaped answer
+        return failed(services, ex, exc)
+    response = finish_plain(services, ex, upstream, answer, tokenizer, usage_of, output_text)
+    if 200 <= response.status_code < 300:
+        summarize_later(services, cached, outcome, summaries, tokenizer)
+    response.keep = (raw, body, outcome, payload, cached)  # freed once the answer is out
+    return response
+
+
+def usage_of(parsed: dict[str, Any]) -> Any:
+    return chat_usage(parsed.get("usage"))
+
+
+def rewritten(body: dict[str, Any], conv: Converted, outcome: PlanOutcome) -> dict[str, Any]:
+    """The Responses body to forward: as it came when the plan changed nothing."""
+    if not outcome.changed:
+        return body
+    return to_responses(body, conv, outcome.body["messages"])
+
+
+def note_previous(body: dict[str, Any], outcome: PlanOutcome) -> None:
+    """With `previous_response_id` the provider prepends turns the proxy never sees: the
+    plan says so (the count covers only what is sent)."""
+    if body.get("previous_response_id") and PREVIOUS_NOTE not in outcome.problems:
+        outcome.problems.append(PREVIOUS_NOTE)
+
+
+def report_json(outcome: PlanOutcome, body: dict[str, Any]) -> dict[str, Any]:
+    """The plan report, with the previous_response_id note when the body has one."""
+    report = outcome.report.to_json()
+    if body.get("previous_response_id") and PREVIOUS_NOTE not in report["problems"]:
+        report["problems"].append(PREVIOUS_NOTE)
+    return report

@@ -1,0 +1,67 @@
+"""Server-sent events of the Responses API: typed events relayed as they come, usage read
+from the final `response.completed` (or `.incomplete`, `.failed`) event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.items import chat_usage
+from proxy.upstream.sse import _EVENT_END, StreamTap, _json_payload
+
+# The events whose deltas are generated tokens, for estimating them without usage.
+_DELTAS = frozenset(
+    (
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+    )
+)
+
+
+class ResponsesTap(StreamTap):
+    """StreamTap's bounded event splitting; nothing is removed from the stream (Responses
+    events always carry their usage, the client gets every event as the upstream sent it)."""
+
+    def __init__(self, max_kept_bytes: int | None = None) -> None:
+        if max_kept_bytes is None:
+            super().__init__(True)
+        else:
+            super().__init__(True, max_kept_bytes)
+
+    def _inspect(self, event: bytes) -> bytes:
+        # Only events with a `"usage"` key get here, or a [DONE]; the final response's usage
+        # is in `response.usage` (created and in_progress events carry `usage: null`).
+        if b'"usage"' in event:
+            parsed = _json_payload(event)
+            response = parsed.get("response") if parsed is not None else None
+            usage = response.get("usage") if isinstance(response, dict) else None
+            if isinstance(usage, dict):
+                self.usage = chat_usage(usage)
+        self._keep(event)
+        return event
+
+    def text(self) -> str:
+        parts: list[str] = []
+        for events in self._events:
+            for event in _EVENT_END.split(events):
+                if b'"delta"' not in event:
+                    continue
+                parsed = _json_payload(event)
+                if parsed is not None and parsed.get("type") in _DELTAS:
+                    delta = parsed.get("delta")
+                    if isinstance(delta, str):
+                        parts.append(delta)
+        return "".join(parts)
+
+
+def response_error_event(message: str, type_: str, code: str) -> bytes:
+    """A broken Responses stream's last event: the API's own `error` event shape, plus an
+    `error` object, which the openai SDK raises as an APIError (it raises on any event whose
+    data holds an `error` object) instead of waiting for a `response.completed`."""
+    error = {"message": message, "type": type_, "param": None, "code": code}
+    data: dict[str, Any] = {"type": "error", "code": code, "message": message, "param": None}
+    data["error"] = error
+    return b"event: error\ndata: " + orjson.dumps(data) + b"\n\n"
