@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="open connections per worker (CONTEXT_PROXY_MAX_CONNECTIONS, default 2048)",
     )
+    serve.add_argument(
+        "--inclusion-log",
+        help="opt-in JSONL of the x_context ids each request sent, with tokens and action "
+        "(CONTEXT_PROXY_INCLUSION_LOG; off by default)",
+    )
     serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
     serve.set_defaults(func=serve_command)
 
@@ -119,6 +124,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("head_timeout_s", "HEAD_TIMEOUT_S"),
         ("idle_timeout_s", "IDLE_TIMEOUT_S"),
         ("max_connections", "MAX_CONNECTIONS"),
+        ("inclusion_log", "INCLUSION_LOG"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -144,6 +150,10 @@ def serve_command(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
+        return 1
+    problem = _unwritable(settings.inclusion_log)
+    if problem:
+        print(f"context-proxy serve: {problem}", file=sys.stderr)
         return 1
     if settings.workers > 1 and not settings.state:
         quotas = any(p.quotas.daily_tokens or p.quotas.monthly_tokens for p in policies.all())
@@ -178,6 +188,18 @@ def serve_command(args: argparse.Namespace) -> int:
         proxy_headers=False,
     )
     return 0
+
+
+def _unwritable(path: str | None) -> str | None:
+    """Why the inclusion log cannot be appended to, checked at start (not on a request)."""
+    if not path or path == "-":
+        return None
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        return f"--inclusion-log {path}: {exc.strerror or type(exc).__name__}"
+    return None
 
 
 def _named_folder(args: argparse.Namespace) -> bool:

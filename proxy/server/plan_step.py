@@ -1,5 +1,5 @@
 """Plan step: the request's tokenizer, and its plan, made on the event loop or in a worker
-thread, failing open on a bug."""
+thread, failing open on a bug; the inclusion log's line for a request with ids."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from proxy.server.body_shape import shape_problem
 from proxy.server.services import Services
 from proxy.summaries import Lookup
 from proxy.tokens import ChatTokenizer
+from proxy.usage.inclusion import InclusionLog, carries_ids, inclusion_line
 
 T = TypeVar("T")
 
@@ -26,6 +27,7 @@ T = TypeVar("T")
 PLAN_IN_THREAD_BYTES = 64 * 1024
 PLAN_INLINE_MAX_BYTES = 1024 * 1024
 PLAN_INLINE_MAX_TAGS = 64
+INCLUSION_ATTR = "inclusion"  # where the inclusion log rides on Services (see inclusion_log)
 
 
 async def tokenizer_for(services: Services, model: str, policy: Policy) -> ChatTokenizer:
@@ -81,16 +83,20 @@ async def plan(
     *,
     fail_open: bool = True,
     tags: int = 0,
+    inclusion: bool | None = None,
 ) -> PlanOutcome:
     """`plan_request`, in a worker thread for a big body (see plan_in_thread). A failure
     that is not the request's fault (a bug) forwards the request as it came when
     `fail_open`: an untrimmed request may still fit, and the upstream's own error is better
-    than the proxy's."""
+    than the proxy's. With --inclusion-log, a request that names ids gets its log line;
+    `inclusion` says whether this route records one (default: routes that forward, i.e.
+    `fail_open`; the plan endpoint forwards nothing, so nothing went in)."""
     window = services.windows.lookup(body["model"], policy)
     extra: list[ExtraSummary] = cached.found if cached is not None else []
+    in_thread = plan_in_thread(body, tokenizer, size, tags)
     try:
-        if plan_in_thread(body, tokenizer, size, tags):
-            return await off_loop(
+        if in_thread:
+            outcome = await off_loop(
                 services,
                 plan_request,
                 body,
@@ -100,9 +106,10 @@ async def plan(
                 extra_summaries=extra,
                 terms=services.terms,
             )
-        return plan_request(
-            body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
-        )
+        else:
+            outcome = plan_request(
+                body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
+            )
     except ProxyError:
         raise
     except Exception as exc:
@@ -125,3 +132,57 @@ async def plan(
             ) from None
         services.metrics.plan_failures.labels(policy.team).inc()
         return unplanned(body, window, type(exc).__name__)
+    # The report is built only for a log that is on and a request with ids: nobody else
+    # pays for it (with the log off, not even the scan for ids).
+    record = fail_open if inclusion is None else inclusion
+    if record and services.settings.inclusion_log and carries_ids(body.get("messages")):
+        await record_inclusion(services, outcome, policy.team, body["model"], request_id, in_thread)
+    return outcome
+
+
+async def record_inclusion(
+    services: Services,
+    outcome: PlanOutcome,
+    team: str,
+    model: str,
+    request_id: str,
+    in_thread: bool,
+) -> None:
+    """Queue the request's inclusion line; a failure is logged and never fails the request."""
+    try:
+        log = await inclusion_log(services)
+        if in_thread:  # a big request: a big report, built off the event loop
+            line = await off_loop(
+                services, lambda: inclusion_line(outcome.report, request_id, team, model)
+            )
+        else:
+            line = inclusion_line(outcome.report, request_id, team, model)
+        if line is not None:
+            log.write(request_id, line)
+    except Exception as exc:
+        logging.getLogger("context_proxy.inclusion").error(
+            "inclusion line of request %s dropped: %s", request_id, type(exc).__name__
+        )
+
+
+async def inclusion_log(services: Services) -> InclusionLog:
+    """The process's inclusion log, opened on first use and closed (flushed) at shutdown.
+    Services has no field for it (services.py is not this step's file), so it rides on
+    the services object under INCLUSION_ATTR until open_services opens it itself."""
+    log = getattr(services, INCLUSION_ATTR, None)
+    if not isinstance(log, InclusionLog):
+        assert services.settings.inclusion_log is not None
+        log = InclusionLog(services.settings.inclusion_log)
+        setattr(services, INCLUSION_ATTR, log)
+        services.spawn(_close_at_shutdown(log))
+    await log.start()
+    return log
+
+
+async def _close_at_shutdown(log: InclusionLog) -> None:
+    """Wait for the shutdown, which cancels background tasks, then flush and close the log
+    (the shutdown awaits this task)."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await log.aclose()

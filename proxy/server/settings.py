@@ -25,6 +25,7 @@ class Settings:
     head_timeout_s: float = 10.0  # time a client has to send a whole request head
     idle_timeout_s: float = 5.0  # keep-alive idle time before the connection is closed
     max_connections: int = 2048  # open client connections per worker process
+    inclusion_log: str | None = None  # opt-in JSONL of the x_context ids each request sent
 
     @property
     def max_body_bytes(self) -> int:
@@ -56,6 +57,7 @@ class Settings:
             head_timeout_s=_float(get("HEAD_TIMEOUT_S"), base.head_timeout_s, "HEAD_TIMEOUT_S"),
             idle_timeout_s=_float(get("IDLE_TIMEOUT_S"), base.idle_timeout_s, "IDLE_TIMEOUT_S"),
             max_connections=_int(get("MAX_CONNECTIONS"), base.max_connections, "MAX_CONNECTIONS"),
+            inclusion_log=get("INCLUSION_LOG"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -76,6 +78,8 @@ class Settings:
         }
         if self.state:
             env["STATE"] = self.state
+        if self.inclusion_log:
+            env["INCLUSION_LOG"] = self.inclusion_log
         return {ENV_PREFIX + k: v for k, v in env.items()}
 
 

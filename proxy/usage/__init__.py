@@ -1,5 +1,6 @@
 """Usage: the per-request ledger and its writer, quotas, Prometheus metrics."""
 
+from proxy.usage.inclusion import InclusionLog
 from proxy.usage.labels import OTHER
 from proxy.usage.ledger import ThresholdWatch, UsageLog, UsageRecord, level_for
 from proxy.usage.metrics import Metrics, route_group
@@ -7,6 +8,7 @@ from proxy.usage.quotas import QuotaBook, QuotaStatus
 
 __all__ = [
     "OTHER",
+    "InclusionLog",
     "Metrics",
     "QuotaBook",
     "QuotaStatus",
