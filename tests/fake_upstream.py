@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests import fake_responses
+
 
 @dataclass
 class Recorded:
@@ -33,6 +35,7 @@ class FakeUpstream:
     mode: str = "ok"
     requests: list[Recorded] = field(default_factory=list)
     reply_text: str = "Hello from the fake upstream."
+    tool_arguments: str = '{"city": "Paris"}'  # what the Responses endpoint calls a tool with
     delay_s: float = 0.0
     status: int = 200
     error_body: bytes = (
@@ -55,6 +58,7 @@ class FakeUpstream:
     def reset(self) -> None:
         self.mode, self.requests, self.delay_s, self.status = "ok", [], 0.0, 200
         self.reply_text = "Hello from the fake upstream."
+        self.tool_arguments = '{"city": "Paris"}'
         self.summary_reply, self.summary_status = "SUMMARY-FROM-FAKE", 200
         self.summary_active = self.summary_peak = 0
         self.summary_gate.set()
@@ -78,13 +82,51 @@ class FakeUpstream:
         ]
 
     @property
+    def responses_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/responses")]
+
+    @property
     def last(self) -> Recorded:
         return self.requests[-1]
+
+    async def responses(self, request: Request) -> Response:
+        """The Responses API: a message, or a call of the first function tool when the
+        input ends with a user message; 400 like OpenAI for a call without its output."""
+        rec = await self.record(request)
+        mode = rec.headers.get("x-fake-mode", self.mode)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if mode == "error":
+            return Response(self.error_body, status_code=self.status if self.status >= 400 else 429)
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        body = rec.json()
+        problem = fake_responses.pairing_problem(body)
+        if problem is not None:
+            error = {
+                "message": problem,
+                "type": "invalid_request_error",
+                "param": "input",
+                "code": None,
+            }
+            return Response(
+                orjson.dumps({"error": error}), status_code=400, media_type="application/json"
+            )
+        answer = fake_responses.response(body, self.reply_text, len(rec.body), self.tool_arguments)
+        if mode == "no_usage":
+            answer["usage"] = None
+        if body.get("stream"):
+            return StreamingResponse(
+                fake_responses.events(answer, broken=mode == "break"),
+                media_type="text/event-stream",
+            )
+        return Response(orjson.dumps(answer), media_type="application/json")
 
     def app(self) -> Starlette:
         return Starlette(
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.responses, methods=["POST"]),
                 Route(
                     "/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]
                 ),

@@ -19,7 +19,8 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
     """`body` with `instructions` and `input` as the planned chat messages say."""
     given: Any = body.get("input")
     items: list[Any] = []
-    instructions: Any = None
+    read = bool(conv.sources) and conv.sources[0].kind == "instructions"
+    instructions: Any = None if read else body.get("instructions")  # "" made no message
     text_input: str | None = None  # the string input, when it is still there
     for m in planned:
         k = m.get(MARK) if isinstance(m, dict) else None
@@ -39,9 +40,11 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
             *before, last = source.items
             items += [given[i] for i in before]
             items.append(_edited(given[last], source.kind, content))
-    out = {k: v for k, v in body.items() if k not in ("input", "instructions")}
+    out = dict(body)  # the body's keys in their order, two of them replaced
     if instructions is not None:
         out["instructions"] = instructions
+    else:
+        out.pop("instructions", None)
     if "input" in body or items:
         only_text = text_input is not None and len(items) == 1
         out["input"] = text_input if only_text else items

@@ -1,0 +1,129 @@
+"""The fake upstream's Responses API: answers, typed SSE events, and OpenAI's pairing check."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+
+def pairing_problem(body: dict[str, Any]) -> str | None:
+    """OpenAI's 400 for a function_call without its output, or an output without its call
+    (unless the call may be in the previous response)."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    calls = [i.get("call_id") for i in items if i.get("type") == "function_call"]
+    outputs = [i.get("call_id") for i in items if i.get("type") == "function_call_output"]
+    for call_id in calls:
+        if call_id not in outputs:
+            return f"No tool output found for function call {call_id}."
+    if not body.get("previous_response_id"):
+        for call_id in outputs:
+            if call_id not in calls:
+                return f"No tool call found for function call output with call_id {call_id}."
+    return None
+
+
+def response(body: dict[str, Any], text: str, size: int, arguments: str) -> dict[str, Any]:
+    """A completed Response: a call of the first function tool when the input ends with a
+    user message, else a message saying `text` (and the last tool output, if any)."""
+    items = body.get("input")
+    last = items[-1] if isinstance(items, list) and items else {"role": "user"}
+    tools = [t for t in body.get("tools") or () if t.get("type") == "function"]
+    output: list[dict[str, Any]]
+    if tools and last.get("role") == "user":
+        output = [
+            {
+                "type": "function_call",
+                "id": "fc_fake",
+                "call_id": f"call_fake_{size}",
+                "name": tools[0]["name"],
+                "arguments": arguments,
+                "status": "completed",
+            }
+        ]
+    else:
+        said = text
+        if last.get("type") == "function_call_output":
+            said = f"{text} Tool said: {last.get('output')}"
+        output = [
+            {
+                "type": "message",
+                "id": "msg_fake",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": said, "annotations": []}],
+            }
+        ]
+    words = len(text.split())
+    # input tokens from the request's size: a figure only the fake knows, so a usage row
+    # that shows it read it from the answer
+    usage = {
+        "input_tokens": size // 4 + 3,
+        "input_tokens_details": {"cached_tokens": 2},
+        "output_tokens": words,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": size // 4 + 3 + words,
+    }
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": body.get("model"),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
+        "usage": usage,
+    }
+
+
+async def events(answer: dict[str, Any], broken: bool) -> AsyncIterator[bytes]:
+    """The typed events of a streamed Response; `broken` ends it after two deltas."""
+    seq = 0
+
+    def event(kind: str, **data: Any) -> bytes:
+        nonlocal seq
+        seq += 1
+        return (
+            f"event: {kind}\ndata: ".encode()
+            + orjson.dumps({"type": kind, "sequence_number": seq - 1, **data})
+            + b"\n\n"
+        )
+
+    started = {**answer, "status": "in_progress", "output": [], "usage": None}
+    yield event("response.created", response=started)
+    yield event("response.in_progress", response=started)
+    for index, item in enumerate(answer["output"]):
+        if item["type"] != "message":
+            yield event("response.output_item.added", output_index=index, item=item)
+            yield event("response.output_item.done", output_index=index, item=item)
+            continue
+        text = item["content"][0]["text"]
+        empty = {**item, "status": "in_progress", "content": []}
+        yield event("response.output_item.added", output_index=index, item=empty)
+        part = {"type": "output_text", "text": "", "annotations": []}
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        yield event("response.content_part.added", part=part, **where)
+        for i, word in enumerate(text.split(" ")):
+            yield event(
+                "response.output_text.delta", delta=(" " if i else "") + word, logprobs=[], **where
+            )
+            await asyncio.sleep(0.002)
+            if broken and i == 1:
+                raise ConnectionResetError("fake upstream breaks mid-stream")
+        yield event("response.output_text.done", text=text, logprobs=[], **where)
+        yield event("response.content_part.done", part=item["content"][0], **where)
+        yield event("response.output_item.done", output_index=index, item=item)
+    yield event("response.completed", response=answer)

@@ -1,0 +1,319 @@
+"""End to end: the official openai client's Responses API through the proxy to the fake."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from proxy.items import to_chat
+from proxy.policy import load_policy_dir
+from proxy.tokens import TokenCounter
+from tests import fake_responses
+from tests.conftest import RunningProxy
+from tests.fake_upstream import FakeUpstream
+from tests.server.test_proxy_e2e import CONTEXT_HEADERS, client, usage_rows
+
+SMALL_WINDOW = "models:\n  gpt-4o: {context_window: 4000}\n"
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+]
+
+
+def filler(i: int, words: int) -> str:
+    return " ".join(f"{WORDS[(i + k) % len(WORDS)]}{(i * 7 + k) % 97}" for k in range(words))
+
+
+def conversation(turns: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for i in range(turns):
+        items.append({"role": "user", "content": f"Question {i}: {filler(i, 60)}"})
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{i}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": f"Answer {i}: {filler(i + 1, 60)}",
+                        "annotations": [],
+                    }
+                ],
+            }
+        )
+    items.append({"role": "user", "content": "Last question: what did we decide about delta?"})
+    return items
+
+
+def agent_loop(calls: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Read every file and fix the bug."}]
+    for i in range(calls):
+        if i % 5 == 0:
+            items.append(
+                {"type": "reasoning", "id": f"rs_{i}", "summary": [], "encrypted_content": "enc"}
+            )
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{i}",
+                "call_id": f"call_{i}",
+                "name": "read_file",
+                "arguments": orjson.dumps({"path": f"src/file_{i}.py"}).decode(),
+                "status": "completed",
+            }
+        )
+        items.append(
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{i}",
+                "output": f"file {i}: {filler(i, 120)}",
+            }
+        )
+    return items
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    }
+]
+
+
+def forwarded_count(policies: Path, body: dict[str, Any]) -> int:
+    """The forwarded Responses body's tokens, counted again the proxy's way (independently
+    of the headers the proxy reports)."""
+    policy = load_policy_dir(str(policies)).default
+    tokenizer = TokenCounter().for_model("gpt-4o", policy)
+    return tokenizer.count_request(to_chat(body).body)
+
+
+def assert_pairs_and_fit(proxy_headers: Any, sent: dict[str, Any], policies: Path) -> None:
+    items = sent["input"]
+    calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    assert calls == outputs
+    budget = int(proxy_headers["x-context-budget"])
+    assert int(proxy_headers["x-context-tokens-after"]) <= budget
+    assert forwarded_count(policies, sent) <= budget
+    assert int(proxy_headers["x-context-trimmed"]) > 0
+    for name in CONTEXT_HEADERS:
+        assert proxy_headers.get(name), name
+
+
+def test_plain_create(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    raw = client(proxy).responses.with_raw_response.create(
+        model="gpt-4o", instructions="Be brief.", input="Say hello."
+    )
+    answer = raw.parse()
+    assert answer.output_text == upstream.reply_text
+    for name in CONTEXT_HEADERS:
+        assert raw.headers.get(name), name
+    assert raw.headers["x-context-trimmed"] == "0"
+    sent = upstream.last
+    assert sent.path == "/v1/responses"
+    assert sent.json()["input"] == "Say hello." and sent.json()["instructions"] == "Be brief."
+    row = usage_rows(proxy)[-1]
+    assert row["api"] == "responses" and row["status"] == 200 and row["stream"] is False
+    assert row["usage_source"] == "upstream"
+    assert row["prompt_tokens"] == len(sent.body) // 4 + 3  # the fake's own figure
+    assert row["completion_tokens"] == len(upstream.reply_text.split())
+    assert row["tokens_before"] == int(raw.headers["x-context-tokens-before"]) > 0
+
+
+def test_within_budget_forwarded_byte_for_byte(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    body = (
+        b'{"model": "gpt-4o",  "instructions": "caf\\u00e9",'
+        b' "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}], "x": 1.50}'
+    )
+    response = httpx.post(
+        proxy.url + "/responses", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 200
+    assert upstream.last.body == body
+
+
+def test_over_budget_conversation(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    items = conversation(40)
+    raw = client(proxy).responses.with_raw_response.create(
+        model="gpt-4o",
+        instructions="You are a helpful assistant.",
+        input=items,
+        max_output_tokens=300,
+    )
+    assert raw.parse().output_text == upstream.reply_text
+    sent = upstream.last.json()
+    assert_pairs_and_fit(raw.headers, sent, policies_dir)
+    assert sent["input"][-1] == items[-1]
+    assert sent["instructions"] == "You are a helpful assistant."
+    kept = [i for i in sent["input"] if i in items]
+    assert len(kept) < len(items)
+    row = usage_rows(proxy)[-1]
+    assert row["api"] == "responses" and row["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+    assert row["dropped"] + row["truncated"] + row["summarized"] > 0
+
+
+def test_over_budget_agent_loop(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    items = agent_loop(40)
+    raw = client(proxy).responses.with_raw_response.create(
+        model="gpt-4o",
+        input=items,
+        tools=TOOLS,
+        max_output_tokens=300,  # type: ignore[arg-type]
+    )
+    assert raw.http_response.status_code == 200
+    answer = raw.parse()
+    assert "Tool said" in answer.output_text  # the last output reached the model
+    sent = upstream.last.json()
+    assert_pairs_and_fit(raw.headers, sent, policies_dir)
+    assert sent["input"][0] == items[0]  # the one user message, intact
+    assert sent["input"][-1] == items[-1]
+    # every reasoning item still precedes a call, as it did
+    for k, item in enumerate(sent["input"]):
+        if item.get("type") == "reasoning":
+            assert sent["input"][k + 1]["type"] == "function_call"
+    row = usage_rows(proxy)[-1]
+    assert row["api"] == "responses" and row["status"] == 200
+    assert row["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+
+
+def test_stream_relays_every_event(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    with client(proxy).responses.stream(model="gpt-4o", input="Say hello.") as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert final.output_text == upstream.reply_text
+    sent = upstream.last
+    answer = fake_responses.response(sent.json(), upstream.reply_text, len(sent.body), "{}")
+    events = asyncio.run(_events(answer))
+    assert kinds == [orjson.loads(e.split(b"data: ", 1)[1])["type"] for e in events]
+    # byte for byte, too
+    with httpx.stream("POST", proxy.url + "/v1/responses", content=sent.body) as response:
+        assert response.headers["x-context-trimmed"] == "0"
+        relayed = b"".join(response.iter_bytes())
+    assert relayed == b"".join(events)
+    rows = usage_rows(proxy, at_least=2)
+    assert [r["stream"] for r in rows] == [True, True]
+    assert all(r["api"] == "responses" and r["usage_source"] == "upstream" for r in rows)
+    assert rows[-1]["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+
+
+async def _events(answer: dict[str, Any]) -> list[bytes]:
+    return [e async for e in fake_responses.events(answer, broken=False)]
+
+
+def test_broken_stream_ends_with_an_error_the_sdk_raises(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    upstream.mode = "break"
+    with (
+        pytest.raises(openai.APIError) as caught,
+        client(proxy).responses.stream(model="gpt-4o", input="Say hello.") as stream,
+    ):
+        for _ in stream:
+            pass
+    assert "ended abnormally" in str(caught.value)
+    row = usage_rows(proxy)[-1]
+    assert row["status"] == 502 and row["error"] == "upstream_stream_broken"
+    assert row["api"] == "responses"
+
+
+def test_upstream_error_passes_through(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    upstream.mode = "error"
+    response = httpx.post(proxy.url + "/v1/responses", json={"model": "gpt-4o", "input": "hi"})
+    assert response.status_code == 429
+    assert response.content == upstream.error_body
+    assert response.headers["x-context-policy"]
+    assert usage_rows(proxy)[-1]["error"] == "upstream_429"
+
+
+def test_a_call_without_its_output_is_the_upstreams_400(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """Within budget the body goes as it came: the fake (like OpenAI) refuses the orphan."""
+    items = agent_loop(1)[:-1]
+    response = httpx.post(proxy.url + "/v1/responses", json={"model": "gpt-4o", "input": items})
+    assert response.status_code == 400
+    assert "No tool output found" in response.json()["error"]["message"]
+
+
+def test_bad_bodies_are_openai_shaped_400s(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    for body, param in (
+        ({"input": "hi"}, "model"),
+        ({"model": "gpt-4o", "input": 3}, "input"),
+        ({"model": "gpt-4o", "input": [1]}, "input[0]"),
+        ({"model": "gpt-4o", "input": "hi", "max_output_tokens": -1}, "max_output_tokens"),
+    ):
+        response = httpx.post(proxy.url + "/v1/responses", json=body)
+        assert response.status_code == 400, body
+        assert response.json()["error"]["param"] == param
+        assert response.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.requests == []
+    assert {r["api"] for r in usage_rows(proxy, at_least=4)} == {"responses"}
+
+
+def test_previous_response_id_is_forwarded_and_noted(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    body = {
+        "model": "gpt-4o",
+        "previous_response_id": "resp_1",
+        "input": [{"type": "function_call_output", "call_id": "c", "output": "ok"}],
+    }
+    response = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert response.status_code == 200
+    assert upstream.last.json() == body
+    plan = httpx.post(proxy.url + "/v1/context/plan", json=body).json()
+    assert plan["request"] == body
+    assert any("previous_response_id" in p for p in plan["report"]["problems"])
+
+
+def test_plan_endpoint_takes_a_responses_body(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    body = {"model": "gpt-4o", "instructions": "Be brief.", "input": agent_loop(40), "tools": TOOLS}
+    response = httpx.post(proxy.url + "/v1/context/plan", json=body)
+    assert response.status_code == 200
+    plan = response.json()
+    assert "messages" not in plan["request"] and plan["request"]["tools"] == TOOLS
+    assert plan["request"]["instructions"] == "Be brief."
+    assert int(response.headers["x-context-trimmed"]) > 0
+    assert plan["report"]["tokens_after"] <= plan["report"]["budget"]
+    assert upstream.requests == []
+    # the request it shows is the one the proxy forwards
+    httpx.post(proxy.url + "/v1/responses", json=body)
+    assert upstream.last.json() == plan["request"]
