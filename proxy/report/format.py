@@ -14,6 +14,7 @@ import orjson
 COLUMNS = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
     "trimmed_share", "tokens_removed", "warnings", "critical", "p50_ms", "p95_ms",
+    "cached_tokens", "cached_share", "cost_usd", "saved_usd",
 )
 # fmt: on
 # OWASP CSV injection: a cell starting with one of these is run as a formula by spreadsheets
@@ -25,8 +26,11 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 # table printed to a terminal must not recolour it, move the cursor or reorder the text.
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_]?)")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# The table leaves out what CSV and JSON carry for spreadsheets (trimmed count, critical).
-TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "critical"})
+# The table leaves out what CSV and JSON carry for spreadsheets (trimmed count, critical,
+# cached token count: the share is shown).
+TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "critical", "cached_tokens"})
+SHARES = frozenset({"trimmed_share", "cached_share"})
+DOLLARS = frozenset({"cost_usd", "saved_usd"})
 
 
 def format_table(by: Sequence[str], rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
@@ -35,7 +39,7 @@ def format_table(by: Sequence[str], rows: list[dict[str, Any]], total: dict[str,
     total_row = {**dict.fromkeys(by, ""), **total}
     if by:
         total_row[by[0]] = "TOTAL"
-    cells = [[_cell(h, r.get(h)) for h in headers] for r in [*rows, total_row]]
+    cells = [[cell_text(h, r.get(h)) for h in headers] for r in [*rows, total_row]]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
 
     def line(values: list[str]) -> str:
@@ -50,11 +54,14 @@ def format_table(by: Sequence[str], rows: list[dict[str, Any]], total: dict[str,
     return "\n".join([line(headers), rule, *body, rule, line(cells[-1])]) + "\n"
 
 
-def _cell(column: str, value: Any) -> str:
+def cell_text(column: str, value: Any) -> str:
+    """A value as the table and the dashboard show it: shares in %, dollars to 1/100 cent."""
     if value is None:
         return "-"
-    if column == "trimmed_share":
+    if column in SHARES:
         return f"{value:.1%}"
+    if column in DOLLARS:
+        return f"{value:,.4f}"
     if isinstance(value, float):
         return f"{value:,.1f}"
     if isinstance(value, int):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
+
+from proxy.report.format import cell_text
 
 PALETTE = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
@@ -47,11 +50,12 @@ def human(n: float) -> str:
     return str(n)  # unreachable: the last factor always matches
 
 
-def _nice_max(v: float) -> float:
+def nice_max(v: float) -> float:
     """The smallest round number (1, 1.2, 1.5, 2, ... x 10^k) at or above `v`, for gridlines."""
     if v <= 0:
         return 1.0
-    base = 10 ** (len(str(int(v))) - 1)
+    # Below 1 (dollars, shares) the step is a power of ten below 1, not 1 itself.
+    base = 10 ** (len(str(int(v))) - 1) if v >= 1 else 10.0 ** math.floor(math.log10(v))
     for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8):
         if m * base >= v:
             return float(m * base)
@@ -75,7 +79,7 @@ def axis_titles(x: str, y: str, height: int = H, bottom: int = MB) -> list[str]:
     ]
 
 
-def _y_grid(vmax: float, fmt: Any = human) -> list[str]:
+def y_grid(vmax: float, fmt: Any = human) -> list[str]:
     out = []
     for i in range(5):
         v = vmax * i / 4
@@ -92,20 +96,34 @@ def _empty(chart_id: str, title: str) -> str:
 
 def tokens_per_day(day_team: Mapping[str, Mapping[str, int]]) -> tuple[str, list[str]]:
     """Stacked bars: total tokens per UTC day, one colour per team. (svg, legend teams)"""
-    title = "Tokens per day per team"
+    return stacked_per_day(
+        "chart-tokens-per-day", "Tokens per day per team", day_team, "tokens",
+        lambda n: f"{n:,} tokens",
+    )  # fmt: skip
+
+
+def stacked_per_day(
+    chart_id: str,
+    title: str,
+    day_team: Mapping[str, Mapping[str, float]],
+    y_title: str,
+    describe: Callable[[Any], str],
+    grid: Callable[[float], str] = human,
+) -> tuple[str, list[str]]:
+    """Stacked bars: a figure per UTC day, one colour per team. (svg, legend teams)"""
     if not day_team:
-        return _empty("chart-tokens-per-day", title), []
-    team_totals: dict[str, int] = {}
+        return _empty(chart_id, title), []
+    team_totals: dict[str, float] = {}
     for per in day_team.values():
         for team, n in per.items():
             team_totals[team] = team_totals.get(team, 0) + n
     ranked = sorted(team_totals, key=lambda t: (-team_totals[t], t))
     teams = ranked[:TOP_TEAMS] + (["other"] if len(ranked) > TOP_TEAMS else [])
     days = sorted(day_team)
-    vmax = _nice_max(max(sum(per.values()) for per in day_team.values()))
+    vmax = nice_max(max(sum(per.values()) for per in day_team.values()))
     slot = (W - ML - MR) / len(days)
     scale = (H - MT - MB) / vmax
-    body = _y_grid(vmax)
+    body = y_grid(vmax, grid)
     for i, day in enumerate(days):
         x, y = ML + i * slot + slot * 0.1, float(H - MB)
         for j, team in enumerate(teams):
@@ -122,7 +140,7 @@ def tokens_per_day(day_team: Mapping[str, Mapping[str, int]]) -> tuple[str, list
             body.append(
                 f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{slot * 0.8:.1f}" '
                 f'height="{h:.1f}" fill="{PALETTE[j % len(PALETTE)]}">'
-                f"<title>{escape(day)} {escape(team)}: {n:,} tokens</title></rect>"
+                f"<title>{escape(day)} {escape(team)}: {describe(n)}</title></rect>"
             )
         if i % max(1, len(days) // 12) == 0:
             cx = ML + (i + 0.5) * slot
@@ -131,8 +149,8 @@ def tokens_per_day(day_team: Mapping[str, Mapping[str, int]]) -> tuple[str, list
                 f"{escape(day[5:])}</text>"
             )
     body.append(f'<line class="axis" x1="{ML}" x2="{W - MR}" y1="{H - MB}" y2="{H - MB}"/>')
-    body += axis_titles("UTC day (month-day)", "tokens")
-    return _svg("chart-tokens-per-day", title, body), teams
+    body += axis_titles("UTC day (month-day)", y_title)
+    return _svg(chart_id, title, body), teams
 
 
 def utilization(hist: Sequence[int], bin_width: float, util_max: float = 0.0) -> str:
@@ -144,10 +162,10 @@ def utilization(hist: Sequence[int], bin_width: float, util_max: float = 0.0) ->
     title = "Utilization distribution (tokens before trimming / budget)"
     if not any(hist):
         return _empty("chart-utilization", title)
-    vmax = _nice_max(max(hist))
+    vmax = nice_max(max(hist))
     slot = (W - ML - MR) / len(hist)
     scale = (H - MT - MB) / vmax
-    body = _y_grid(vmax, lambda v: f"{v:,.0f}")
+    body = y_grid(vmax, lambda v: f"{v:,.0f}")
     for i, n in enumerate(hist):
         lo = i * bin_width
         colour = "#e15759" if lo >= CRIT - 1e-9 else "#f28e2b" if lo >= WARN - 1e-9 else "#4e79a7"
@@ -211,17 +229,7 @@ def _table(by: Sequence[str], rows: Sequence[Mapping[str, Any]], total: Mapping[
     head = "".join(f'<th class="{"k" if c in by else ""}">{escape(c)}</th>' for c in cols)
 
     def cell(c: str, v: Any) -> str:
-        if v is None:
-            text = "-"
-        elif c == "trimmed_share":
-            text = f"{v:.1%}"
-        elif isinstance(v, float):
-            text = f"{v:,.1f}"
-        elif isinstance(v, int):
-            text = f"{v:,}"
-        else:
-            text = str(v)
-        return f'<td class="{"k" if c in by else ""}">{escape(text)}</td>'
+        return f'<td class="{"k" if c in by else ""}">{escape(cell_text(c, v))}</td>'
 
     body = ["<tr>" + "".join(cell(c, r.get(c)) for c in cols) + "</tr>" for r in rows]
     tot = {**dict.fromkeys(by, ""), **total, **({by[0]: "TOTAL"} if by else {})}
@@ -251,6 +259,7 @@ def render_page(
         for j, t in enumerate(teams)
     )
     p50, p95 = total.get("p50_ms"), total.get("p95_ms")
+    cost, saved = total.get("cost_usd"), total.get("saved_usd")
     cards = [
         ("requests", f"{total.get('requests', 0):,}"),
         ("total tokens", human(total.get("total_tokens", 0))),
@@ -260,6 +269,8 @@ def render_page(
         ("errors", f"{total.get('errors', 0):,}"),
         ("p50 / p95 latency", f"{'-' if p50 is None else f'{p50:,.0f}'} / "
          f"{'-' if p95 is None else f'{p95:,.0f}'} ms"),
+        ("prompt tokens from cache", f"{total.get('cached_share', 0.0):.1%}"),
+        ("est. cost / saved", "-" if cost is None else f"${cost:,.2f} / ${saved or 0:,.2f}"),
     ]  # fmt: skip
     card_html = "".join(f'<div class="card">{k}<b>{escape(v)}</b></div>' for k, v in cards)
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -14,16 +14,16 @@ TOP_KINDS = 9  # coloured error kinds; the rest are summed as "other"
 LEVEL_COLOUR = {"normal": "#4e79a7", "warning": "#f28e2b", "critical": "#e15759"}
 
 
-def _svg(chart_id: str, title: str, body: list[str], height: int) -> str:
+def svg_frame(chart_id: str, title: str, body: list[str], height: int) -> str:
     return (
         f'<svg id="{chart_id}" class="chart" viewBox="0 0 {W} {height}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(body)}</svg>'
     )
 
 
-def _none(chart_id: str, title: str, text: str) -> str:
+def no_data_chart(chart_id: str, title: str, text: str) -> str:
     msg = f'<text x="{W / 2}" y="40" text-anchor="middle">{escape(text)}</text>'
-    return _svg(chart_id, title, [msg], 70)
+    return svg_frame(chart_id, title, [msg], 70)
 
 
 def _name(text: str) -> str:
@@ -34,7 +34,7 @@ def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per team two bars, its newest day and that month: peak used / limit, by level."""
     title = "Quota used vs limit per team (newest day and its month)"
     if not rows:
-        return _none("chart-quota", title, "no quota limits recorded in this log")
+        return no_data_chart("chart-quota", title, "no quota limits recorded in this log")
     span = max(1.0, *(float(r["share"]) for r in rows))  # over 100% stays on the chart
     scale = (W - LEFT - RIGHT) / span
     height = int(MT * 2 + ROW * len(rows)) + 50
@@ -59,7 +59,7 @@ def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
             f'stroke-dasharray="4 3"/><text x="{x:.1f}" y="{bottom + 16:.1f}" '
             f'text-anchor="middle">{value:.0%}</text>'
         )
-    return _svg("chart-quota", title, body, height)
+    return svg_frame("chart-quota", title, body, height)
 
 
 def _quota_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -84,7 +84,7 @@ def errors_chart(errors: Mapping[str, Mapping[str, int]]) -> tuple[str, list[str
         for kind, n in per_team.items():
             totals[kind] = totals.get(kind, 0) + n
     if not totals:
-        return _none("chart-errors", title, "no errors recorded in this log"), []
+        return no_data_chart("chart-errors", title, "no errors recorded in this log"), []
     ranked = sorted(totals, key=lambda k: (-totals[k], k))
     kinds = ranked[:TOP_KINDS] + (["other"] if len(ranked) > TOP_KINDS else [])
     teams = sorted(errors, key=lambda t: (-sum(errors[t].values()), t))
@@ -114,7 +114,7 @@ def errors_chart(errors: Mapping[str, Mapping[str, int]]) -> tuple[str, list[str
         body.append(
             f'<text x="{x + 6:.1f}" y="{y + ROW * 0.65:.1f}">{human(sum(per.values()))}</text>'
         )
-    return _svg("chart-errors", title, body, height), kinds
+    return svg_frame("chart-errors", title, body, height), kinds
 
 
 def _errors_table(errors: Mapping[str, Mapping[str, int]], kinds: list[str]) -> str:

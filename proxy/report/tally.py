@@ -1,4 +1,4 @@
-"""Report: quota peaks and errors by kind per team, tallied while the usage log streams."""
+"""Report: quota peaks, errors by kind, cache and cost per team, tallied while the log streams."""
 
 from __future__ import annotations
 
@@ -30,10 +30,35 @@ class QuotaPeak:
 
 
 @dataclass(slots=True)
+class Spend:
+    """One team's day: prompt tokens, those served from cache, estimated cost and savings."""
+
+    prompt: int = 0
+    cached: int = 0
+    priced: int = 0  # requests with a known price (cost and saved are sums over these)
+    cost: float = 0.0
+    saved: float = 0.0
+
+
+@dataclass(slots=True)
 class Tally:
     # (team, UTC day) -> that day's peak; months are folded from days when rendering.
     quota: dict[tuple[str, str], QuotaPeak] = field(default_factory=dict)
     errors: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> kind -> count
+    spend: dict[tuple[str, str], Spend] = field(default_factory=dict)  # (team, UTC day)
+
+    def add_spend(
+        self, team: str, day: str, prompt: int, cached: int, cost: float | None, saved: float
+    ) -> None:
+        spend = self.spend.get((team, day))
+        if spend is None:
+            spend = self.spend[(team, day)] = Spend()
+        spend.prompt += prompt
+        spend.cached += cached
+        if cost is not None:
+            spend.priced += 1
+            spend.cost += cost
+            spend.saved += saved
 
     def add_quota(self, team: str, day: str, used: int, limit: int, level: str) -> None:
         peak = self.quota.get((team, day))

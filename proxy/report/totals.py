@@ -4,33 +4,32 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 import orjson
 
 from proxy.report import html as report_html
 from proxy.report.format import format_csv, format_json, format_table
+from proxy.report.options import GROUP_KEYS, add_report_arguments, parse_since
+
+__all__ = ["GROUP_KEYS", "add_report_arguments", "aggregate", "parse_since", "report_main", "run"]
 from proxy.report.panels import render as render_panels
+from proxy.report.spend_panels import render as render_spend
 from proxy.report.tally import Tally, error_kind
 
-GROUP_KEYS = ("team", "model", "day", "month", "kind", "status", "level", "policy")
 UTIL_BIN = 0.05  # utilization histogram bin width
 UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
 # (the dashboard labels that bin "≥ 1.5" with its count and the highest value seen)
 # fmt: off
 _SUMMED = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
-    "tokens_removed", "warnings", "critical",
+    "tokens_removed", "warnings", "critical", "cached_tokens", "priced", "cost_usd", "saved_usd",
 )
 # fmt: on
-_RELATIVE = re.compile(r"^(\d+)([hdw])$")
-_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
 
 @dataclass(slots=True)
@@ -44,6 +43,10 @@ class GroupStats:
     tokens_removed: int = 0
     warnings: int = 0  # level warning or critical: the threshold events
     critical: int = 0
+    cached_tokens: int = 0  # prompt tokens the upstream served from its cache
+    priced: int = 0  # requests with a cost (a model with a known price)
+    cost_usd: float = 0.0
+    saved_usd: float = 0.0
     latencies: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a request
 
     def row(self) -> dict[str, Any]:
@@ -61,7 +64,16 @@ class GroupStats:
             "critical": self.critical,
             "p50_ms": percentile(ordered, 0.50),
             "p95_ms": percentile(ordered, 0.95),
+            "cached_tokens": self.cached_tokens,
+            "cached_share": share(self.cached_tokens, self.prompt_tokens),
+            # null, not 0, when no request of the group had a known price
+            "cost_usd": round(self.cost_usd, 6) if self.priced else None,
+            "saved_usd": round(self.saved_usd, 6) if self.priced else None,
         }
+
+
+def share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole > 0 else 0.0
 
 
 def percentile(ordered: Sequence[float], q: float) -> float | None:
@@ -98,22 +110,6 @@ class Aggregate:
         return total.row()
 
 
-def parse_since(text: str, now: datetime | None = None) -> str:
-    """`7d`, `12h`, `2w`, a date or an ISO time -> a UTC `YYYY-MM-DDTHH:MM:SS` to compare."""
-    now = datetime.now(UTC) if now is None else now
-    if m := _RELATIVE.match(text.strip()):
-        when = now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
-    else:
-        try:
-            when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a date, time or 7d/12h/2w: {text!r}") from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC)
-    # The log writes UTC ISO times, which sort as text: no per-line date parsing needed.
-    return when.strftime("%Y-%m-%dT%H:%M:%S")
-
-
 def aggregate(
     lines: Iterable[bytes], by: Sequence[str], since: str | None = None, until: str | None = None
 ) -> Aggregate:
@@ -136,6 +132,9 @@ def aggregate(
             prompt = int(rec.get("prompt_tokens") or 0)
             completion = int(rec.get("completion_tokens") or 0)
             removed = int(rec.get("tokens_before") or 0) - int(rec.get("tokens_after") or 0)
+            cached = int(rec.get("cached_tokens") or 0)
+            cost, saved = rec.get("cost_usd"), rec.get("saved_usd")
+            cost, saved = (None, 0.0) if cost is None else (float(cost), float(saved or 0.0))
             error = int(rec.get("status") or 0) >= 400 or rec.get("error") is not None
             latency = float(rec.get("latency_ms") or 0.0)
             util = rec.get("utilization")
@@ -171,6 +170,12 @@ def aggregate(
             stats.warnings += 1
             stats.critical += level == "critical"
         stats.latencies.append(latency)
+        stats.cached_tokens += cached
+        if cost is not None:
+            stats.priced += 1
+            stats.cost_usd += cost
+            stats.saved_usd += saved
+        agg.tally.add_spend(team, day, prompt, cached, cost, saved)
         per_team = day_team.get(day)
         if per_team is None:
             per_team = day_team[day] = {}
@@ -194,29 +199,6 @@ def _group_value(rec: dict[str, Any], key: str, ts: str) -> str:
         return ts[:7]
     value = rec.get(key)
     return "" if value is None else str(value)
-
-
-def _by_list(text: str) -> list[str]:
-    keys = [k.strip() for k in text.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in GROUP_KEYS]
-    if unknown or not keys:
-        raise argparse.ArgumentTypeError(
-            f"--by takes a comma-separated list of {', '.join(GROUP_KEYS)}; got {text!r}"
-        )
-    return keys
-
-
-def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `report` sub-command's arguments; `run(namespace)` executes it."""
-    parser.add_argument("usage_log", metavar="USAGE.jsonl", help="the proxy's usage log")
-    parser.add_argument(
-        "--by", type=_by_list, default=["team"], help=f"group by ({', '.join(GROUP_KEYS)})"
-    )
-    parser.add_argument("--since", type=parse_since, help="from this UTC date/time, or 7d, 12h")
-    parser.add_argument("--until", type=parse_since, help="before this UTC date/time, or 1d")
-    parser.add_argument("--format", dest="fmt", choices=("table", "csv", "json"), default="table")
-    parser.add_argument("--html", metavar="OUT.html", help="also write a dashboard page")
-    parser.add_argument("--out", "-o", metavar="FILE", help="write the table here, not stdout")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -276,7 +258,7 @@ def report_main(
             util_bin=UTIL_BIN,
             util_max=agg.util_max,
             model_tokens=agg.model_tokens,
-            panels=render_panels(agg.tally),
+            panels=render_panels(agg.tally) + render_spend(agg.tally.spend),
         )
         with open(html, "w", encoding="utf-8") as f:
             f.write(page)

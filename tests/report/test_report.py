@@ -18,11 +18,16 @@ import pytest
 from proxy.policy.model import ThresholdPolicy
 from proxy.report import totals as report
 from proxy.report.totals import aggregate, parse_since, percentile, report_main
+from proxy.tokens.prices import Prices, request_cost, trim_savings
 from proxy.types import Level
 from proxy.usage.ledger import UsageRecord, level_for
 
 TEAMS = ("research", "support", "default")
 MODELS = ("gpt-4o-mini", "gpt-4o", "my-llama", '<script>alert("x")</script>')
+PRICES = {
+    "gpt-4o": Prices(2.5e-06, 1.25e-06, 1e-05),
+    "gpt-4o-mini": Prices(1.5e-07, 7.5e-08, 6e-07),
+}
 
 
 def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[dict[str, Any]]:
@@ -71,6 +76,13 @@ def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[di
                 latency_ms=round(rnd.uniform(1, 5000), 3),
                 kind="summary" if rnd.random() < 0.05 else "chat",
             )
+            # Cache and cost figures, derived without drawing from `rnd` (so the other
+            # fields are the same as before they were added).
+            price = PRICES.get(rec.model)
+            rec.cached_tokens = (after // 256) * 128 if status == 200 and i % 3 else None
+            if price is not None:
+                rec.cost_usd = request_cost(price, after, rec.cached_tokens, completion)
+                rec.saved_usd = trim_savings(price, before - after)
             f.write(rec.to_json_line())
             recs.append(orjson.loads(rec.to_json_line()))
             if garbage and i % 97 == 0:
@@ -181,7 +193,8 @@ def test_table_is_aligned_with_a_total_row(
     lines = out.splitlines()
     assert lines[0].split() == ["team", "model", "requests", "errors", "prompt_tokens",
                                 "completion_tokens", "total_tokens", "trimmed_share",
-                                "tokens_removed", "warnings", "p50_ms", "p95_ms"]  # fmt: skip
+                                "tokens_removed", "warnings", "p50_ms", "p95_ms",
+                                "cached_share", "cost_usd", "saved_usd"]  # fmt: skip
     assert len({len(line) for line in lines}) == 1  # the last column is right-aligned
     assert lines[-1].startswith("TOTAL ") and set(lines[1]) == {"-", " "}
     # Every number column ends at the same place on every line.

@@ -33,6 +33,9 @@ def test_every_chart_has_axis_titles(tmp_path: Path) -> None:
         "chart-top-models",
         "chart-quota",
         "chart-errors",
+        "chart-cache",
+        "chart-cost",
+        "chart-saved",
     }
     for svg in re.findall(r"<svg id=\"chart-.*?</svg>", html):
         assert svg.count('class="at"') == 2, svg[:80]  # an x and a rotated y title

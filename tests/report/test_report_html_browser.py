@@ -118,9 +118,11 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path, chromium: str) -
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     charts = ("chart-tokens-per-day", "chart-utilization", "chart-top-models")
-    for chart in (*charts, "chart-quota", "chart-errors"):
+    panels = ("chart-quota", "chart-errors", "chart-cache", "chart-cost", "chart-saved")
+    for chart in (*charts, *panels):
         assert f'id="{chart}"' in html
-    assert html.count('class="at"') == 10  # an x and a y axis title on each of the 5 charts
+    assert html.count('class="at"') == 16  # an x and a y axis title on each of the 8 charts
+    assert 'id="cache"' in html and 'id="cost"' in html and html.count('class="pt"') > 10
     assert 'id="util-overflow"' in html and "≥1.5" in html
     assert 'id="quota"' in html and 'id="errors"' in html
     assert "quota_exceeded" in html and "http_502" in html
