@@ -11,9 +11,11 @@ import orjson
 
 from proxy.cli.plan_view import render_plan
 from proxy.errors import ProxyError
+from proxy.items import is_responses_body, to_chat
 from proxy.planner import plan_request
 from proxy.policy import PolicyError, load_policy_dir
-from proxy.server import parse_chat_body
+from proxy.server.request_body import check_chat_body, check_responses_body, parse_model_body
+from proxy.server.responses_api import note_previous, report_json, rewritten
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.usage import level_for
 
@@ -43,18 +45,27 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"context-proxy plan: cannot read {args.request}: {exc.strerror}", file=sys.stderr)
         return 1
     try:
-        body = parse_chat_body(raw)
+        body = parse_model_body(raw)
+        # A Responses API body is planned as the neutral chat messages it reads as.
+        conv = to_chat(check_responses_body(body)) if is_responses_body(body) else None
+        chat = conv.body if conv is not None else check_chat_body(body)
         tokenizer = TokenCounter().for_model(body["model"], policy)
         window = ContextWindows().lookup(body["model"], policy)
-        outcome = plan_request(body, policy, tokenizer, window)
+        outcome = plan_request(chat, policy, tokenizer, window)
     except ProxyError as exc:
         if args.json:
             sys.stdout.buffer.write(exc.body() + b"\n")
         else:
             print(f"{exc.status} {exc.code or exc.type}: {exc.message}", file=sys.stderr)
         return 1
+    if conv is not None:
+        note_previous(body, outcome)
     if args.json:
-        answer = {"request": outcome.body, "report": outcome.report.to_json()}
+        answer = (
+            {"request": outcome.body, "report": outcome.report.to_json()}
+            if conv is None
+            else {"request": rewritten(body, conv, outcome), "report": report_json(outcome, body)}
+        )
         sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2) + b"\n")
         return 0
     level = level_for(
@@ -64,6 +75,7 @@ def run_plan(args: argparse.Namespace) -> int:
         f"model {body['model']} · policy {policy.name} ({policy.source}) · "
         f"window {outcome.context_window or 'unknown'} · budget {outcome.budget or 'none'}"
         f"{' · estimated count' if outcome.estimated else ''}"
+        f"{' · Responses API body' if conv is not None else ''}"
     )
     print(
         f"tokens {outcome.tokens_before:,} → {outcome.tokens_after:,} · level {level.value} · "
