@@ -214,3 +214,28 @@ def test_lines_queued_at_shutdown_are_flushed(
         ]
     rows = [orjson.loads(x) for x in log.read_bytes().splitlines()]
     assert [r["request_id"] for r in rows] == ids
+
+
+def test_within_budget_every_id_is_kept_and_streamed_requests_log_too(
+    start_proxy: Any, tmp_path: Path
+) -> None:
+    log = tmp_path / "inclusion.jsonl"
+    proxy: RunningProxy = start_proxy(inclusion_log=str(log))
+    body = agent_body(turns=2)
+    plain = httpx.post(proxy.url + "/v1/chat/completions", json=body)
+    assert plain.status_code == 200 and plain.headers["x-context-trimmed"] == "0"
+    with httpx.stream(
+        "POST", proxy.url + "/v1/chat/completions", json={**body, "stream": True}
+    ) as streamed:
+        assert streamed.status_code == 200
+        streamed.read()
+    rows = lines(log, at_least=2)
+    assert [r["request_id"] for r in rows] == [
+        plain.headers["x-request-id"],
+        streamed.headers["x-request-id"],
+    ]
+    for row in rows:
+        assert [e["id"] for e in row["ids"]] == ["turn-0", "turn-1", "mem-1", "doc-7"]
+        assert {e["action"] for e in row["ids"]} == {"kept"}
+        assert all(e["tokens"] == e["tokens_after"] > 0 for e in row["ids"])
+        assert row["tokens_before"] == row["tokens_after"]
