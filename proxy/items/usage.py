@@ -1,23 +1,8 @@
-"""Answer step of the Responses API: usage and generated text read from a Response object."""
+"""Answer step of the Responses API: the generated text of a Response object."""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def chat_usage(usage: Any) -> Any:
-    """A Responses `usage` with the chat names added (prompt_tokens, completion_tokens,
-    prompt_tokens_details.cached_tokens), so the usage row reads either; else as it is."""
-    if not isinstance(usage, dict):
-        return usage
-    prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
-    if not (isinstance(prompt, int) and isinstance(completion, int)):
-        return usage
-    out = {**usage, "prompt_tokens": prompt, "completion_tokens": completion}
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
-    return out
 
 
 def output_text(response: Any) -> str:

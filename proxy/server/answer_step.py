@@ -18,10 +18,6 @@ from proxy.types import Tokenizer
 from proxy.upstream import StreamTap, UpstreamBroke, UpstreamResponse
 
 
-def chat_usage_of(parsed: dict[str, Any]) -> Any:
-    return parsed.get("usage")
-
-
 def chat_text_of(parsed: dict[str, Any]) -> str:
     parts: list[str] = []
     for choice in parsed.get("choices") or ():
@@ -37,11 +33,10 @@ def finish_plain(
     upstream: UpstreamResponse,
     answer: bytes,
     tokenizer: Tokenizer,
-    usage_of: Callable[[dict[str, Any]], Any] = chat_usage_of,
     text_of: Callable[[dict[str, Any]], str] = chat_text_of,
 ) -> responses.Plain:
-    """The upstream's answer as it came; its usage (`usage_of`), or an estimate of the
-    generated text (`text_of`) when it has none, for the usage row."""
+    """The upstream's answer as it came; its usage (chat's or the Responses API's names), or
+    an estimate of the generated text (`text_of`) when it has none, for the usage row."""
     error: str | None = None
     status = upstream.status
     if 200 <= status < 300:
@@ -56,7 +51,7 @@ def finish_plain(
             ex.finish(services, exc.status, exc.code)
             return responses.error(exc, ex.context_headers())
         if isinstance(parsed, dict):
-            ex.take_usage(usage_of(parsed))
+            ex.take_usage(parsed.get("usage"))
             if not ex.usage_from_upstream:
                 ex.estimated_completion = estimate_completion(tokenizer, text_of(parsed))
     else:

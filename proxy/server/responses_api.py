@@ -11,7 +11,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.items import Converted, chat_usage, output_text, to_chat, to_responses
+from proxy.items import Converted, output_text, to_chat, to_responses
 from proxy.planner import PlanOutcome
 from proxy.server import responses
 from proxy.server.answer_step import finish_plain, relay_stream
@@ -79,15 +79,11 @@ async def create_response(request: Request) -> Response:
         ex.upstream_ended = time.perf_counter()
     except Exception as exc:  # refused, gone, or a bug: a usage row and an OpenAI-shaped answer
         return failed(services, ex, exc)
-    response = finish_plain(services, ex, upstream, answer, tokenizer, usage_of, output_text)
+    response = finish_plain(services, ex, upstream, answer, tokenizer, text_of=output_text)
     if 200 <= response.status_code < 300:
         summarize_later(services, cached, outcome, summaries, tokenizer)
     response.keep = (raw, body, outcome, payload, cached)  # freed once the answer is out
     return response
-
-
-def usage_of(parsed: dict[str, Any]) -> Any:
-    return chat_usage(parsed.get("usage"))
 
 
 def rewritten(body: dict[str, Any], conv: Converted, outcome: PlanOutcome) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 
-from proxy.items import chat_usage
 from proxy.upstream.sse import _EVENT_END, StreamTap, _json_payload
 
 # The events whose deltas are generated tokens, for estimating them without usage.
@@ -39,7 +38,7 @@ class ResponsesTap(StreamTap):
             response = parsed.get("response") if parsed is not None else None
             usage = response.get("usage") if isinstance(response, dict) else None
             if isinstance(usage, dict):
-                self.usage = chat_usage(usage)
+                self.usage = usage  # Exchange.take_usage reads the Responses names
         self._keep(event)
         return event
 

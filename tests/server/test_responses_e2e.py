@@ -143,6 +143,7 @@ def test_plain_create(proxy: RunningProxy, upstream: FakeUpstream) -> None:
     assert row["usage_source"] == "upstream"
     assert row["prompt_tokens"] == len(sent.body) // 4 + 3  # the fake's own figure
     assert row["completion_tokens"] == len(upstream.reply_text.split())
+    assert row["cached_tokens"] == 2  # input_tokens_details.cached_tokens
     assert row["tokens_before"] == int(raw.headers["x-context-tokens-before"]) > 0
 
 
@@ -228,6 +229,7 @@ def test_stream_relays_every_event(proxy: RunningProxy, upstream: FakeUpstream) 
     assert [r["stream"] for r in rows] == [True, True]
     assert all(r["api"] == "responses" and r["usage_source"] == "upstream" for r in rows)
     assert rows[-1]["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+    assert rows[-1]["cached_tokens"] == 2
 
 
 async def _events(answer: dict[str, Any]) -> list[bytes]:
