@@ -1,0 +1,88 @@
+"""The contract's guarantees for chat completions, held for Responses API bodies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import RunningProxy
+from tests.fake_upstream import FakeUpstream
+from tests.server.test_proxy_e2e import usage_rows
+from tests.server.test_responses_e2e import SMALL_WINDOW, conversation, filler
+
+
+def in_order(sent: list[Any], items: list[Any]) -> bool:
+    """Whether the items of `sent` that came in `items` are in their original order."""
+    places = [items.index(i) for i in sent if i in items]
+    return places == sorted(places)
+
+
+def test_tags_are_removed_before_forwarding(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    image = {"type": "input_image", "image_url": "https://example.com/a.png"}
+    body = {
+        "model": "gpt-4o",
+        "input": [
+            {"role": "user", "content": "remember", "x_context": {"section": "memory"}},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": 'a <context section="memory">m</context> b'},
+                    image,
+                ],
+            },
+        ],
+    }
+    response = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert response.status_code == 200
+    sent = upstream.last.json()["input"]
+    assert sent[0] == {"role": "user", "content": "remember"}
+    assert "<context" not in upstream.last.body.decode()
+    assert sent[1]["content"][1] == image
+
+
+def test_opaque_items_are_never_dropped_and_order_is_kept(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    items = conversation(40)
+    for k in (5, 31, 60):
+        items.insert(k, {"type": "web_search_call", "id": f"ws_{k}", "status": "completed"})
+    body = {"model": "gpt-4o", "input": items}
+    first = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert first.status_code == 200 and int(first.headers["x-context-trimmed"]) > 0
+    sent = upstream.last.json()["input"]
+    assert [i for i in sent if i.get("type") == "web_search_call"] == [
+        i for i in items if i.get("type") == "web_search_call"
+    ]
+    assert in_order(sent, items) and sent[-1] == items[-1]
+    # the same request and policy give the same forwarded body
+    again = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert again.status_code == 200
+    assert upstream.requests[-1].body == upstream.requests[-2].body
+
+
+def test_required_overflow_is_an_openai_shaped_400(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    body = {"model": "gpt-4o", "input": filler(1, 3000)}
+    response = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["type"] == "invalid_request_error"
+    assert response.headers["x-context-budget"]
+    assert upstream.requests == []
+    row = usage_rows(proxy)[-1]
+    assert row["api"] == "responses" and row["status"] == 400 and row["prompt_tokens"] == 0
+
+
+def test_other_responses_routes_pass_through(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    got = httpx.get(proxy.url + "/v1/responses/resp_1?include=x")
+    assert got.status_code == 200
+    assert got.json()["path"] == "/v1/responses/resp_1" and got.json()["query"] == "include=x"
+    cancelled = httpx.post(proxy.url + "/v1/responses/resp_1/cancel")
+    assert cancelled.json()["path"] == "/v1/responses/resp_1/cancel"
