@@ -239,3 +239,24 @@ def test_within_budget_every_id_is_kept_and_streamed_requests_log_too(
         assert {e["action"] for e in row["ids"]} == {"kept"}
         assert all(e["tokens"] == e["tokens_after"] > 0 for e in row["ids"])
         assert row["tokens_before"] == row["tokens_after"]
+
+
+def test_responses_api_requests_log_their_ids(
+    start_proxy: Any, policies_dir: Path, tmp_path: Path
+) -> None:
+    small_window(policies_dir)
+    log = tmp_path / "inclusion.jsonl"
+    proxy: RunningProxy = start_proxy(inclusion_log=str(log))
+    items = [
+        {"type": "message", **m} for m in agent_body()["messages"][1:] if m["role"] != "system"
+    ]
+    body = {"model": "gpt-4o", "instructions": "You are terse.", "input": items}
+    response = httpx.post(proxy.url + "/v1/responses", json=body)
+    assert response.status_code == 200
+    assert int(response.headers["x-context-trimmed"]) > 0
+    (row,) = lines(log)
+    assert row["request_id"] == response.headers["x-request-id"]
+    ids = {e["id"]: e["action"] for e in row["ids"]}
+    assert set(ids) == {f"turn-{i}" for i in range(12)} | {"doc-7"}
+    assert ids["turn-0"] == "dropped" and ids["turn-11"] == "kept"
+    assert SECRET not in log.read_text()
