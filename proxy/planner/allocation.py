@@ -17,6 +17,7 @@ from itertools import chain, compress, repeat
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
+from proxy.planner.clearing import Clearable, clearable, pick
 from proxy.planner.clusters import Substitution, settle
 from proxy.planner.decisions import decide
 from proxy.planner.dedupe import Dedupe, dedupe, may_repeat
@@ -69,6 +70,12 @@ class Planner:
         score, recent = Strategy.SCORE, Strategy.RECENT
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
         self._required: tuple[list[int], dict[Section, int]] | None = None
+        # Old tool results that may be cleared, in order; those cleared for the last plan
+        # (item key -> its decision), and their costs before.
+        self._clearable: list[Clearable] = []
+        self._optional: list[bool] = []
+        self.cleared: dict[int, Decision] = {}
+        self._uncleared: dict[int, int] = {}
         # Per section: score order, truncatable, recency (a run of the newest); its ratio
         # and its default priority's rank.
         self.modes: dict[Section, tuple[bool, bool, bool]] = {}
@@ -112,7 +119,11 @@ class Planner:
             for key in found.removed:
                 optional[key] = False
             choices = make_choices(self, optional)
+            self._clearable = clearable(self, choices)
             self._prepared = found, choices
+            self._optional = optional
+        if self._clearable:  # old tool results: cleared as far as this budget needs
+            self._clear(budget - fixed - sum(by_section.values()))
         found, choices = self._prepared
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
@@ -132,7 +143,7 @@ class Planner:
             for c, s in enumerate(choices.section):
                 allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
         plan = Plan(decisions, reserved, allocated)
-        whole = _whole(choices, sub, found)
+        whole = None if self.cleared else _whole(choices, sub, found)
         if whole is None:
             decide(self, choices, sub, found.rewritten, decisions)
             return plan
@@ -149,6 +160,27 @@ class Planner:
         plan.kept, plan.counts = kept, {Action.DROP: len(gone), Action.DEDUPE: len(found.removed)}
         plan.rest = partial(decide, self, choices, sub, found.rewritten, decisions)
         return plan
+
+    def _clear(self, room: int) -> None:
+        """Clear old tool results (least relevant first) until the optional items fit in
+        `room` tokens; the choices are made again when what is cleared changed."""
+        layout, optional = self.layout, self._optional
+        summaries = layout.spans.keys() | {k for k, f in layout.fields.items() if f.summary_of}
+        for key in self.cleared:  # back to the uncleared costs before measuring the need
+            self.cost[key] = self._uncleared[key]
+            del self.text[key]
+        wanted = sum(c for k, c in enumerate(self.cost) if optional[k] and k not in summaries)
+        cleared = pick(self._clearable, wanted - room, room)
+        if cleared.keys() == self.cleared.keys():
+            for key, d in cleared.items():
+                self.cost[key], self.text[key] = d.tokens, d.text or ""
+            return
+        for key, d in cleared.items():
+            self._uncleared[key] = self.cost[key]
+            self.cost[key], self.text[key] = d.tokens, d.text or ""
+        self.cleared = cleared
+        assert self._prepared is not None
+        self._prepared = self._prepared[0], make_choices(self, optional)
 
     def required(self) -> tuple[list[int], dict[Section, int]]:
         """The required items' keys, and their cost per section (the same for every plan)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from proxy.planner.budget import Choices
 from proxy.planner.cuts import cut_floor
-from proxy.planner.history import keep_sequence, query_texts
+from proxy.planner.history import calls_text, keep_sequence, query_texts
 from proxy.planner.items import Kind
 from proxy.types import Overflow, Priority, Section
 
@@ -167,7 +167,10 @@ def _cuttable(planner: Planner, keys: tuple[int, ...]) -> int | None:
     layout, cost = planner.layout, planner.cost
     if len(keys) > 1:
         role = layout.role
-        results = [k for k in keys if role[k] in _TOOL_ROLES and planner.text_of(k)]
+        cleared = planner.cleared  # a placeholder is not cut: it is already the least
+        results = [
+            k for k in keys if role[k] in _TOOL_ROLES and planner.text_of(k) and k not in cleared
+        ]
         return max(results, key=lambda k: (cost[k], -k)) if results else None
     key = keys[0]
     if layout.kind[key] in (Kind.OPAQUE, Kind.SUMMARY) or not planner.text_of(key):
@@ -195,7 +198,7 @@ def _history_order(planner: Planner, choices: Choices) -> None:
     if not older:
         return
     layout, text = planner.layout, planner.text
-    texts_of, msg = layout.text, layout.msg
+    texts_of, msg, stripped = layout.text, layout.msg, layout.stripped
     texts: list[str] = []
     positions: list[int] = []
     if choices.lead is not None and not text:  # each a message's own text, as it came
@@ -210,8 +213,12 @@ def _history_order(planner: Planner, choices: Choices) -> None:
         if len(keys) == 1:
             k = keys[0]
             texts.append(text[k] if k in text else texts_of[k])
-        else:
-            texts.append(" ".join(planner.text_of(k) for k in keys))
+        else:  # a tool group: as it came (a cleared result still says what it was), and
+            # its commands, which name the files and identifiers the agent works on
+            group = list(map(texts_of.__getitem__, keys))
+            if layout.agent:
+                group.insert(0, calls_text(stripped[msg[keys[0]]]))
+            texts.append(" ".join(group))
         positions.append(msg[keys[0]])
     query, context = query_texts(layout)
     sequence = keep_sequence(texts, positions, query, context, history.neighbors, planner.terms)

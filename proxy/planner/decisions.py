@@ -31,7 +31,15 @@ def decide(
     dropped = {p: Decision(drop, reason) for p, reason in OVER_BUDGET.items()}
     hosts, costs = choices.host, choices.cost
     n = len(costs)
-    if not members and not placed and not rewritten and len(grants) == n and hosts.count(None) == n:
+    cleared = planner.cleared
+    if (
+        not members
+        and not placed
+        and not rewritten
+        and not cleared
+        and len(grants) == n
+        and hosts.count(None) == n
+    ):
         # The common case in whole-list passes: choices kept whole or dropped, few cut.
         given = [grants[c] for c in range(n)]
         whole = [g > 0 and g == full for g, full in zip(given, costs, strict=True)]
@@ -61,7 +69,7 @@ def decide(
         if host is not None and grants.get(host, 0) == 0:
             grant = 0
         if c not in members:  # the common cases, kept lean: kept whole, or dropped
-            if grant > 0 and grant == costs[c] and not rewritten:
+            if grant > 0 and grant == costs[c] and not rewritten and not cleared:
                 for key in keys:
                     tokens = cost[key]
                     d = kept.get(tokens)
@@ -111,6 +119,8 @@ def _item_decision(
         mine = grant - (choices.cost[c] - planner.cost[key])
         text = planner.text_of(key)
         return cut_decision(planner.tokenizer, text, planner.cost[key], mine, planner.marker)
+    if key in planner.cleared:
+        return planner.cleared[key]
     if key in rewritten:
         return Decision(Action.DEDUPE, rewritten[key][1], planner.text[key], planner.cost[key])
     return Decision(Action.KEEP, "fits the budget", tokens=planner.cost[key])

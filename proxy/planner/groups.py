@@ -36,6 +36,9 @@ class Shape:
     turn_of: list[int]  # message index -> turn number (1 = from the first user message)
     current_start: int  # first message of the current turn
     current_turn: int
+    # Agent history: messages of the older tool exchanges after the last user message
+    # (all but the newest `keep_exchanges`), ascending; trimmable like older turns.
+    agent: tuple[int, ...] = ()
 
 
 def role_of(message: Any) -> str:
@@ -50,12 +53,15 @@ def _call_ids(message: Any) -> set[str]:
     return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
 
-def shape(messages: Sequence[Any]) -> Shape:
+def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
     """Units (a message alone, or an assistant tool call with all its results) and turns.
 
     A `tool` message belongs to the latest earlier assistant message that made its call; a
     legacy `function` message to the assistant `function_call` right before it. A tool
     message whose call is nowhere is a unit of its own.
+
+    With `keep_exchanges`, the tool exchanges after the last user message (an assistant
+    call with its results) but for the newest `keep_exchanges` are agent history.
     """
     n = len(messages)
     unit_of = [-1] * n
@@ -99,4 +105,23 @@ def shape(messages: Sequence[Any]) -> Shape:
         last_user = units[unit_of[n - 1]][0] if n else 0
     # A tool group reaching back before the current turn joins it whole.
     start = min((units[unit_of[i]][0] for i in range(last_user, n)), default=last_user)
-    return Shape(units, unit_of, turn_of, start, turn)
+    agent: tuple[int, ...] = ()
+    if keep_exchanges is not None and turn and len(units) < n:  # tool results: exchanges
+        agent = _agent_history(units, unit_of, roles, last_user, keep_exchanges)
+    return Shape(units, unit_of, turn_of, start, turn, agent)
+
+
+def _agent_history(
+    units: list[list[int]], unit_of: list[int], roles: list[str], last_user: int, keep: int
+) -> tuple[int, ...]:
+    """Messages of the exchanges after `last_user` older than the newest `keep`."""
+    after = unit_of[last_user] + 1
+    # An exchange: a call with its results (a unit of more than one message) that starts
+    # after the last user message; units are in order of their first message.
+    exchanges = [
+        u
+        for u in range(after, len(units))
+        if len(units[u]) > 1 and units[u][0] > last_user and roles[units[u][0]] == "assistant"
+    ]
+    older = exchanges[: max(0, len(exchanges) - keep)]
+    return tuple(sorted(i for u in older for i in units[u]))

@@ -5,14 +5,63 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from itertools import compress, repeat
+from typing import Any
 
 from proxy.planner.items import Kind, Layout
 from proxy.relevance import TermIndex, score_history
 from proxy.types import Priority, Section
 
 
+def calls_text(message: Any) -> str:
+    """The names and arguments of a message's tool calls (an agent's commands), or ""."""
+    if type(message) is not dict:
+        return ""
+    calls = message.get("tool_calls")
+    out = [c.get("function") for c in calls if type(c) is dict] if type(calls) is list else []
+    legacy = message.get("function_call")
+    out.append(legacy)
+    return "\n".join(
+        f"{f.get('name', '')} {f.get('arguments', '')}" for f in out if type(f) is dict
+    )
+
+
+def agent_query(layout: Layout) -> tuple[str, str] | None:
+    """What an agent is doing now: its reasoning and commands in the current turn's tool
+    exchanges (the query), and the results and the last user message (the context); None
+    when the current turn holds no tool call (then relevance is to the user's words)."""
+    units, unit_of, stripped = layout.units, layout.unit_of, layout.stripped
+    now = [
+        i
+        for i in range(layout.current_start, len(stripped))
+        if layout.in_current(i) and len(units[unit_of[i]]) > 1
+    ]
+    if not now:
+        return None
+    text = layout.text
+    query: list[str] = []
+    asked = [text[layout.base[i]] for i in range(layout.current_start, len(stripped))
+             if layout.roles[i] == "user"]  # fmt: skip
+    # A long agent loop: the task's words say little about which result matters now; a
+    # tool call inside a chat turn: the question is still the user's.
+    context = asked if layout.agent else []
+    if not layout.agent:
+        query += asked
+    for i in now:
+        own = text[layout.base[i]]
+        if layout.roles[i] == "assistant":
+            query += [own, calls_text(stripped[i])]
+        else:
+            context.append(own)
+    return "\n".join(query), "\n".join(context)
+
+
 def query_texts(layout: Layout) -> tuple[str, str]:
-    """What relevance is to: the current turn's user text, and the newest turns' text."""
+    """What relevance is to: the current turn's user text, and the newest turns' text (in an
+    agent loop: its newest reasoning and commands, and the newest results)."""
+    if layout.agent:  # an agent loop with history of its own
+        found = agent_query(layout)
+        if found is not None:
+            return found
     start, msg, role, text = layout.current_start, layout.msg, layout.role, layout.text
     kind, summary = layout.kind, Kind.SUMMARY
     if not layout.split and not layout.extra:  # item k is message k: the current turn's

@@ -19,6 +19,7 @@ class Action(str, Enum):
     DEDUPE = "dedupe"
     SUMMARIZE = "summarize"  # dropped, and a summary of its cluster took its place
     SUMMARY_INSERTED = "summary-inserted"
+    CLEAR = "clear"  # an old tool result's content replaced by a placeholder, its call kept
 
 
 # Why an item was dropped for want of room, by its priority (both planning paths say it).
@@ -135,6 +136,13 @@ class Layout:
     problems: list[str] = field(default_factory=list)
     extra: dict[int, dict[str, Any]] = field(default_factory=dict)  # item key -> summary message
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # item key -> messages covered
+    # Agent history: messages of older tool exchanges after the last user message (after
+    # `current_start`, yet not the current turn).
+    agent: frozenset[int] = frozenset()
+
+    def in_current(self, i: int) -> bool:
+        """Message i is part of the current turn."""
+        return i >= self.current_start and i not in self.agent
 
     @property
     def tagged(self) -> bool:
@@ -194,7 +202,7 @@ class Layout:
             f.cluster,
             f.score,
             f.summary_of,
-            self.msg[key] >= self.current_start and self.kind[key] is not Kind.SUMMARY,
+            self.in_current(self.msg[key]) and self.kind[key] is not Kind.SUMMARY,
             self.plain[key],
             self.cost[key],
         )
@@ -203,6 +211,9 @@ class Layout:
     def items(self) -> list[Item]:
         """Every item as a record (built on each call: for reports and tests)."""
         return [self.item(k) for k in range(len(self.msg))]
+
+
+_KEPT = (Action.KEEP, Action.TRUNCATE, Action.SUMMARY_INSERTED, Action.CLEAR)
 
 
 @dataclass(slots=True)
@@ -215,6 +226,6 @@ class Decision:
 
     @property
     def kept(self) -> bool:
-        return self.action in (Action.KEEP, Action.TRUNCATE, Action.SUMMARY_INSERTED) or (
+        return self.action in _KEPT or (
             self.action is Action.DEDUPE and self.text is not None
         )

@@ -28,6 +28,9 @@ class PlanOutcome:
     problems: list[str]
     estimated: bool
     make_report: Callable[[], PlanReport] = field(repr=False)
+    # Old tool results cleared (placeholder in place of the content); also counted in
+    # `truncated`, the usage row's counter for content cut but kept.
+    cleared: int = 0
     _report: PlanReport | None = field(default=None, init=False, repr=False)
 
     @property
@@ -64,8 +67,10 @@ def outcome(
     report: Callable[[], PlanReport],
 ) -> PlanOutcome:
     trimmed = sum(
-        counts.get(a, 0) for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE)
+        counts.get(a, 0)
+        for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE, Action.CLEAR)
     )
+    cleared = counts.get(Action.CLEAR, 0)
     return PlanOutcome(
         body=forwarded,
         changed=changed,
@@ -74,11 +79,12 @@ def outcome(
         tokens_before=before,
         tokens_after=after,
         dropped=counts.get(Action.DROP, 0),
-        truncated=counts.get(Action.TRUNCATE, 0),
+        truncated=counts.get(Action.TRUNCATE, 0) + cleared,
         summarized=counts.get(Action.SUMMARIZE, 0),
         deduped=counts.get(Action.DEDUPE, 0),
         trimmed=trimmed,
         problems=problems,
         estimated=names[1],
         make_report=report,
+        cleared=cleared,
     )

@@ -46,9 +46,13 @@ class SectionReport:
     truncated: int = 0
     deduped: int = 0
     summarized: int = 0
+    cleared: int = 0  # old tool results replaced by a placeholder (their calls kept)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+        out = {k: getattr(self, k) for k in self.__slots__}
+        if not self.cleared:  # only where tool results were cleared: reports stay as they were
+            del out["cleared"]
+        return out
 
 
 @dataclass(slots=True)
@@ -74,7 +78,11 @@ class PlanReport:
             "tokens_after": self.tokens_after,
             "tokenizer": self.tokenizer,
             "estimated": self.estimated,
-            "counts": {a.value: self.count(a) for a in Action},
+            "counts": {
+                a.value: n
+                for a in Action
+                if (n := self.count(a)) or a is not Action.CLEAR  # "clear": only when some were
+            },
             "sections": [s.to_json() for s in self.sections],
             "items": [it.to_json() for it in self.items],
             "problems": list(self.problems),
@@ -88,6 +96,7 @@ _COUNTERS = {
     Action.TRUNCATE: "truncated",
     Action.DEDUPE: "deduped",
     Action.SUMMARIZE: "summarized",
+    Action.CLEAR: "cleared",
 }
 
 

@@ -28,6 +28,7 @@ _PLAIN_ROLES = frozenset(_CHAT_ROLES)
 _ROLES = _PLAIN_ROLES | _SYSTEM_ROLES
 _CONTENT_TYPES = frozenset((str, type(None)))
 _GROUP_ROLES = frozenset(("tool", "function"))  # only these join another message's unit
+AGENT_HISTORY = "agent history"  # the tag of an older exchange in an agent loop
 
 
 def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = False) -> Layout:
@@ -36,7 +37,7 @@ def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = Fal
     `checked`: every message is already known to be well shaped and free of tags (no
     x_context, no `<context` in its text): saves a second look."""
     layout = (checked and _plain_layout(messages, policy)) or _general_layout(
-        messages, policy, shape(messages), checked
+        messages, policy, shape(messages, policy.tools.keep_recent), checked
     )
     _unify_groups(layout)
     return layout
@@ -49,11 +50,22 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     recent_from = sh.current_turn - policy.history.keep_recent
     # turn_of is ascending: the high run starts at the first message of a recent turn.
     first = bisect_left(turn_of, recent_from, 0, start)
-    return (
+    out = (
         [Priority.LOW] * first
         + [Priority.HIGH] * (start - first)
         + [Priority.REQUIRED] * (n - start)
     )
+    for i in sh.agent:  # older exchanges of an agent loop: history, kept by relevance
+        out[i] = Priority.LOW
+    return out
+
+
+def _tags(start: int, n: int, agent: tuple[int, ...]) -> list[str]:
+    """How each message's default section was found: by position."""
+    tags = ["default"] * start + ["current turn"] * (n - start)
+    for i in agent:
+        tags[i] = AGENT_HISTORY
+    return tags
 
 
 def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priority]]:
@@ -116,14 +128,15 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
         return None
     texts: list[str] = contents if None not in contents else [c or "" for c in contents]
     units: Sequence[list[int]]
+    agent: tuple[int, ...] = ()
     if kinds.isdisjoint(_GROUP_ROLES):  # every message a unit of its own
         start, priority = _chat_priorities(roles, policy)
         units, unit_of = Singles(n), list(range(n))
     else:
-        sh = shape(messages)
-        start, units, unit_of = sh.current_start, sh.units, sh.unit_of
+        sh = shape(messages, policy.tools.keep_recent)
+        start, units, unit_of, agent = sh.current_start, sh.units, sh.unit_of, sh.agent
         priority = _priorities(sh, policy, n)
-    tags = ["default"] * start + ["current turn"] * (n - start)
+    tags = _tags(start, n, agent)
     if kinds.isdisjoint(_SYSTEM_ROLES):
         section = [Section.RECENT_MESSAGES] * n
     else:
@@ -149,7 +162,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     return Layout(
         list(messages), roles, keys, {}, units, unit_of, start, keys.copy(), roles.copy(),
         [Kind.MESSAGE] * n, section, priority, texts, tags, plain, [0] * n,
-        originals=messages,
+        originals=messages, agent=frozenset(agent),
     )  # fmt: skip
 
 
@@ -157,10 +170,10 @@ def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked:
     n = len(messages)
     layout = Layout(
         [], [], [], {}, sh.units, sh.unit_of, sh.current_start,
-        [], [], [], [], [], [], [], [], [], originals=messages,
+        [], [], [], [], [], [], [], [], [], originals=messages, agent=frozenset(sh.agent),
     )  # fmt: skip
     priorities = _priorities(sh, policy, n)
-    start = sh.current_start
+    position_tags = _tags(sh.current_start, n, sh.agent)
     section, kind = Section.RECENT_MESSAGES, Kind.MESSAGE
     msg, role_col, kinds, sections, prios = (
         layout.msg,
@@ -196,7 +209,7 @@ def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked:
                 kinds.append(kind)
                 sections.append(section)
                 prios.append(priorities[i])
-                tags.append("current turn" if i >= start else "default")
+                tags.append(position_tags[i])
                 if text:
                     texts.append(content)
                     plains.append("tool_calls" not in message and "function_call" not in message)

@@ -26,6 +26,8 @@ _BLOCK_ATTRS = frozenset(("section", "priority", "id", "cluster", "score", "summ
 def _default_tag(layout: Layout, i: int, role: str, policy: Policy, turns: tuple[int, int]) -> Tag:
     if role in _SYSTEM_ROLES:
         return Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
+    if i in layout.agent:  # an older exchange of an agent loop: history
+        return Tag(Section.RECENT_MESSAGES, Priority.LOW, "agent history")
     if i >= layout.current_start:
         return Tag(Section.RECENT_MESSAGES, Priority.REQUIRED, "current turn")
     turn, current = turns
@@ -56,7 +58,7 @@ def split_message(
 ) -> None:
     """Message i (of any shape) into the layout: its items, its parts, what was wrong."""
     role = role_of(message)
-    protected = role in _SYSTEM_ROLES or i >= layout.current_start
+    current = layout.in_current(i)
     where = f"message {i}"
     problems = layout.problems
     tagged = isinstance(message, dict) and "x_context" in message
@@ -76,8 +78,15 @@ def split_message(
         tag = read_tag(x, tag, policy, f"{where} x_context", problems, "x_context")
     elif tagged:
         problems.append(f"{where}: x_context is not an object, ignored")
+    # The current turn stays whole; so does system text, unless its tag names a section
+    # or a priority of its own (a summary or memory sent as a system message is not
+    # required just because of its role).
+    own = isinstance(x, dict) and (
+        tag.section is not Section.SYSTEM_PROMPT or x.get("priority") is not None
+    )
+    protected = current or (role in _SYSTEM_ROLES and not own)
     if protected and tag.priority is not Priority.REQUIRED:
-        tag.priority = Priority.REQUIRED  # system messages and the current turn stay whole
+        tag.priority = Priority.REQUIRED
     content = message.get("content")
     plain = not message.get("tool_calls") and not message.get("function_call")
     texts: list[tuple[int | None, str]] = []

@@ -23,6 +23,7 @@ from proxy.policy.model import (
     SectionPolicy,
     SummaryPolicy,
     ThresholdPolicy,
+    ToolsPolicy,
     UpstreamPolicy,
     VisibilityPolicy,
 )
@@ -38,6 +39,7 @@ from proxy.policy.schema import (
     positive_number,
     ratio,
     string,
+    string_list,
     url,
     yes_no,
 )
@@ -84,6 +86,12 @@ TOP_LEVEL: dict[str, Field] = {
         "keep_recent": nonneg_int,
         "relevance": enum_of(("bm25", "off"), true="bm25", false="off"),
         "neighbors": nonneg_int,
+    },
+    "tools": {
+        "keep_recent": nonneg_int,
+        "clear": yes_no,
+        "clear_min_tokens": nonneg_int,
+        "exclude": string_list,
     },
     "thresholds": {"warning": ratio, "critical": ratio},
     "quotas": {
@@ -191,6 +199,7 @@ def _build(values: dict[str, Any], source: str, name: str) -> Policy:
         sections=MappingProxyType(values.get("sections", dict(DEFAULT_SECTIONS))),
         headings=MappingProxyType(values.get("headings", dict(DEFAULT_HEADINGS))),
         history=sub("history", HistoryPolicy),
+        tools=sub("tools", ToolsPolicy),
         thresholds=sub("thresholds", ThresholdPolicy),
         quotas=sub("quotas", QuotaPolicy),
         visibility=sub("visibility", VisibilityPolicy),

@@ -49,6 +49,17 @@ class HistoryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolsPolicy:
+    """Agent tool exchanges: how many newest stay whole, and how older results are cleared."""
+
+    keep_recent: int = 3  # newest tool exchanges after the last user message: required
+    clear: bool = True  # replace old results by a placeholder before dropping exchanges
+    # A result smaller than this is not worth clearing: its placeholder saves little.
+    clear_min_tokens: int = 100
+    exclude: tuple[str, ...] = ()  # tools whose results are never cleared
+
+
+@dataclass(frozen=True, slots=True)
 class ThresholdPolicy:
     warning: float = 0.80
     critical: float = 0.90
@@ -129,6 +140,7 @@ class Policy:
     sections: Mapping[Section, SectionPolicy] = field(default_factory=lambda: DEFAULT_SECTIONS)
     headings: Mapping[str, Section] = field(default_factory=lambda: DEFAULT_HEADINGS)
     history: HistoryPolicy = field(default_factory=HistoryPolicy)
+    tools: ToolsPolicy = field(default_factory=ToolsPolicy)
     thresholds: ThresholdPolicy = field(default_factory=ThresholdPolicy)
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     visibility: VisibilityPolicy = field(default_factory=VisibilityPolicy)

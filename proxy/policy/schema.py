@@ -230,6 +230,23 @@ def enum_of(
     return check
 
 
+def string_list(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
+    """A list of non-empty strings (tool names), as a tuple."""
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(node, f"{name} must be a list of names, got {_where(node)}")
+        return INVALID
+    out: list[str] = []
+    for item in node.value:
+        value = _typed(item, problems, name, (str,), "a name")
+        if value is INVALID:
+            continue
+        if not value.strip():
+            problems.add(item, f"{name}: a name must not be empty")
+            continue
+        out.append(value)
+    return tuple(out)
+
+
 def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
     if not isinstance(node, yaml.SequenceNode):
         problems.add(node, f"{name} must be a list of 'sha256:<hex>' strings, got {_where(node)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import random
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -22,12 +23,15 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.request import ExtraSummary, plan_request
 from proxy.policy import Policy
-from proxy.policy.model import HistoryPolicy
+from proxy.policy.model import HistoryPolicy, ToolsPolicy
 from proxy.relevance import TermIndex
 from proxy.types import Tokenizer
 from tests.planner.chat_strategies import REAL, VOCAB, WORDS, plain_chats, policies
 from tests.planner.frozen_plain.facade import plan_lean
 
+# The tool behaviour before issue 18: every exchange after the last user message required,
+# nothing cleared.
+OLD_TOOLS = ToolsPolicy(keep_recent=10**9, clear=False)
 _FIELDS = ("changed", "budget", "tokens_before", "tokens_after", "dropped", "truncated")
 _FIELDS += ("summarized", "deduped", "trimmed", "problems", "estimated")
 
@@ -94,6 +98,10 @@ def test_planner_decides_as_the_old_lean_path(
     body: dict[str, Any] = {"model": "m", "messages": msgs}
     if tools:
         body["tools"] = [{"type": "function", "function": {"name": "f"}}]
+    if any(m.get("role") in ("tool", "function") for m in msgs):
+        # Tool exchanges are where issue 18 changed behaviour (agent history, clearing of
+        # old results): compared with those off. Chat without tool results: as drawn.
+        policy = replace(policy, tools=OLD_TOOLS)
     lean = frozen(body, policy, tokenizer, window, extra)
     if lean is not None:
         assert outcome(body, policy, tokenizer, window, extra) == lean

@@ -226,11 +226,16 @@ def check(
     moved = {f"m{it.message}" for it in out.report.items if it.action == "summary-inserted"}
     order = [int(n[1:]) for n in names if n not in moved]  # summaries move to their cluster
     assert order == sorted(order)
-    sh = shape(msgs)
+    sh = shape(msgs, policy.tools.keep_recent)
     for i, m in enumerate(msgs):
         role = m.get("role") if isinstance(m, dict) else None
+        # A system message tagged with a section or priority of its own is not required
+        # (issue 18): tags mean what they say; agent history is not the current turn.
         if (
-            (role in ("system", "developer") or i >= sh.current_start)
+            (
+                (role in ("system", "developer") and not _own_tag(m))
+                or (i >= sh.current_start and i not in sh.agent)
+            )
             and isinstance(m, dict)
             and "name" in m
         ):
@@ -315,3 +320,13 @@ def test_lone_tags_are_forwarded_as_written(window: int) -> None:
     )
     if out.truncated == 0:
         assert out.body["messages"][0]["content"] == text
+
+
+def _own_tag(m: dict[str, Any]) -> bool:
+    """A system message whose x_context names a section (not system_prompt), a summary or a
+    priority: it takes that section's priority, as any other message does."""
+    x = m.get("x_context")
+    if not isinstance(x, dict):
+        return False
+    named = x.get("section") not in (None, "system_prompt", "bogus") or x.get("summary_of")
+    return bool(named) or x.get("priority") is not None

@@ -13,7 +13,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner import request as planning
 from proxy.planner.items import MARKER
 from proxy.planner.request import ExtraSummary, plan_request
-from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
+from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, ToolsPolicy, VisibilityPolicy
 from proxy.relevance.scoring import TermIndex
 from proxy.tokens.counter import TokenCounter
 from proxy.types import Tokenizer
@@ -279,7 +279,10 @@ def test_tool_groups_kept_or_dropped_whole() -> None:
 
 def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
     msgs = [sys(), *tool_turn("big", 2000), user("now")]
-    policy = Policy(history=HistoryPolicy(keep_recent=3, relevance="off"))
+    # Clearing off: with it on, the old result is cleared first (tests/planner/test_agents.py).
+    policy = Policy(
+        history=HistoryPolicy(keep_recent=3, relevance="off"), tools=ToolsPolicy(clear=False)
+    )
     out = plan_request(body_of(msgs), policy, WORDS, 1000)
     fwd = out.body["messages"]
     tool = next(m for m in fwd if m.get("role") == "tool")
@@ -510,7 +513,15 @@ def test_example_session_is_trimmed_out_of_the_box() -> None:
     )
     policy = Policy()
     tokenizer = TokenCounter().for_model(body["model"], policy)
-    out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
+    window = ContextWindows().lookup(body["model"], policy)
+    out = plan_request(copy.deepcopy(body), policy, tokenizer, window)
+    actions = {it.action for it in out.report.items}
+    # Old tool results are cleared first: here that alone makes it fit.
+    assert {"keep", "clear", "dedupe"} <= actions
+    assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
+    # Without clearing every other action shows.
+    policy = Policy(tools=ToolsPolicy(clear=False))
+    out = plan_request(body, policy, tokenizer, window)
     actions = {it.action for it in out.report.items}
     assert {"keep", "drop", "truncate", "dedupe", "summarize", "summary-inserted"} <= actions
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget

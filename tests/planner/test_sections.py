@@ -163,13 +163,15 @@ def test_x_context(x: Any, section: str, priority: str, problems: int) -> None:
     assert layout.tagged
 
 
-def test_protected_messages_stay_required_whatever_the_tag() -> None:
+def test_current_turn_stays_required_whatever_the_tag() -> None:
+    """The last user message stays required whatever its tag; a system message's tag means
+    what it says (issue 18): memory at the priority the tag names."""
     msgs = [
         {"role": "system", "content": "s", "x_context": {"section": "memory", "priority": "low"}},
         user("now", x_context={"priority": "low"}),
     ]
     rows = tags(msgs)
-    assert rows[0][2:4] == ("memory", "required")
+    assert rows[0][2:4] == ("memory", "low")
     assert rows[1][3] == "required"
 
 

@@ -1,0 +1,134 @@
+"""Clearing: old tool results replaced by a placeholder naming the tool and the tokens removed.
+
+The cheapest cut that keeps an agent's trail: the call and its arguments stay, so the
+request stays valid and the agent still sees what it did. Results are cleared least
+relevant to what the agent is doing now first (its newest reasoning and commands; ties:
+the oldest first), and only as far as the caller's target asks: today just enough to fit
+the budget; a caller that wants to cut in steps passes a lower target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from proxy.planner.budget import Choices
+from proxy.planner.items import Action, Decision
+
+if TYPE_CHECKING:
+    from proxy.planner.allocation import Planner
+
+_RESULT_ROLES = ("tool", "function")
+# Share of the room for optional items that the most relevant old results may keep whole
+# when even clearing every result does not fit (a long agent run on a small budget): the
+# rest is the trail of cleared calls. Clearing all would keep none of what the agent read.
+WHOLE_SHARE = 0.5
+
+
+def placeholder(name: str, tokens: int) -> str:
+    return f"[context-proxy: result of {name} cleared, {tokens:,} tokens]"
+
+
+@dataclass(frozen=True, slots=True)
+class Clearable:
+    """An old tool result that may be cleared: what clearing it saves, and its decision."""
+
+    key: int
+    saving: int  # tokens the request loses when it is cleared
+    decision: Decision
+
+
+def clearable(planner: Planner, choices: Choices) -> list[Clearable]:
+    """The optional tool results worth clearing, in the order they are cleared: the reverse
+    of their tool groups' keep order (relevance to what the agent is doing now, for agent
+    history), so what the budget keeps first is cleared last."""
+    layout, policy = planner.layout, planner.policy.tools
+    if not policy.clear or len(layout.units) == len(layout.base):
+        return []  # clearing off, or no tool result at all
+    count, cost = planner.tokenizer.count_text, planner.cost
+    place = _keep_places(choices)
+    found: list[tuple[tuple[int, int], Clearable]] = []
+    for c, keys in enumerate(choices.items):
+        if len(keys) < 2:
+            continue  # a tool group is a choice of its call and its results
+        call = layout.stripped[layout.msg[keys[0]]]
+        for key in keys:
+            i = layout.msg[key]
+            m = layout.stripped[i]
+            if (
+                layout.roles[i] not in _RESULT_ROLES
+                or key != layout.base[i]
+                or type(m.get("content")) is not str
+                or not m["content"]
+                or (i in layout.split and len(layout.split[i].items) > 1)
+            ):
+                continue
+            name = _tool_name(m, call)
+            tokens = count(layout.text[key])
+            if name in policy.exclude or tokens < policy.clear_min_tokens:
+                continue
+            text = placeholder(name, tokens)
+            after = max(0, cost[key] - tokens + count(text))
+            if after >= cost[key]:
+                continue
+            why = f"cleared: result of {name}, {tokens:,} tokens"
+            decision = Decision(Action.CLEAR, why, text, after)
+            # Kept last, cleared first; within a group the oldest result first.
+            found.append(((-place[c], key), Clearable(key, cost[key] - after, decision)))
+    found.sort(key=lambda t: t[0])
+    return [c for _, c in found]
+
+
+def _keep_places(choices: Choices) -> list[int]:
+    """Each choice's place in the budget's keep order (smaller: kept first)."""
+    n = len(choices.rank)
+    ordered = choices.keep
+    if ordered is None:
+        ordered = sorted(range(n), key=lambda c: (choices.rank[c], choices.order[c]))
+    place = [0] * n
+    for p, c in enumerate(ordered):
+        place[c] = p
+    return place
+
+
+def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
+    """The first results of `order` that together save at least `need` tokens; the target
+    is the caller's. When clearing them all cannot save that much, exchanges will be
+    dropped anyway: then the most relevant results stay whole within WHOLE_SHARE of the
+    `room` (tokens for every optional item), and the rest are cleared (those least
+    relevant then dropped by the budget)."""
+    out: dict[int, Decision] = {}
+    if need <= 0:
+        return out
+    if sum(c.saving for c in order) < need:
+        whole = room * WHOLE_SHARE
+        for c in reversed(order):  # the most relevant first
+            if c.saving <= whole:
+                whole -= c.saving
+            else:
+                out[c.key] = c.decision
+        return out
+    for c in order:
+        if need <= 0:
+            break
+        out[c.key] = c.decision
+        need -= c.saving
+    return out
+
+
+def _tool_name(result: Any, call: Any) -> str:
+    """The tool a result answers, named by its call (or the legacy message's `name`)."""
+    ident = result.get("tool_call_id")
+    calls = call.get("tool_calls") if type(call) is dict else None
+    if type(calls) is list:
+        for c in calls:
+            f = c.get("function") if type(c) is dict else None
+            if type(f) is dict and c.get("id") == ident and type(f.get("name")) is str:
+                return str(f["name"])
+    name = result.get("name")
+    if type(name) is str:
+        return name
+    legacy = call.get("function_call") if type(call) is dict else None
+    if type(legacy) is dict and type(legacy.get("name")) is str:
+        return str(legacy["name"])
+    return "a tool"
