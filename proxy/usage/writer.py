@@ -183,7 +183,6 @@ class UsageLog:
                 logger.warning("usage log writable again; %d waiting rows written", len(rows))
             self._failing = False
         except Exception as exc:
-            self.write_failures += 1
             if not self._failing:  # once per failing spell, not once per batch
                 logger.error("usage log write failed (%s); rows kept for retry", exc)
             self._failing = True
@@ -193,6 +192,9 @@ class UsageLog:
                 for _ in range(over):
                     self._retry.popleft()
                 self.dropped += over
+            # Counted last: whoever sees the failure counted (a /metrics scrape, a test)
+            # also sees its rows kept and the log marked failing.
+            self.write_failures += 1
         finally:
             self._handled += len(batch)  # written, or kept for retry: no longer queued
 
