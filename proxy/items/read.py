@@ -108,8 +108,14 @@ def to_chat(body: dict[str, Any]) -> Converted:
 def opaque(value: Any) -> dict[str, Any]:
     """A stand-in the planner counts as the value's JSON and keeps (untagged system text).
     A `<context` inside is escaped so that the planner never reads a tag in it."""
-    text = orjson.dumps(value, default=str).decode().replace("<context", "\\u003ccontext")
-    return {"role": "system", "content": text}
+    return {"role": "system", "content": json_text(value).replace("<context", "\\u003ccontext")}
+
+
+def json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # what orjson cannot write (an integer past 64 bits): its repr
+        return repr(value)
 
 
 def _kind(item: Any) -> str | None:
@@ -167,7 +173,7 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
         url = part.get("image_url") or part.get("file_id") or ""
         return {"type": "image_url", "image_url": {"url": url, "detail": part.get("detail")}}
     # input_file, input_audio ...: counted as their JSON (approximate), written back as given
-    return {"type": "text", "text": orjson.dumps(part, default=str).decode()}
+    return {"type": "text", "text": json_text(part)}
 
 
 def _tool(tool: Any) -> dict[str, Any] | None:

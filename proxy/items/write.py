@@ -29,8 +29,9 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
             continue
         source, same = conv.sources[k], m is conv.messages[k]
         content = m.get("content")
-        if source.kind == "instructions":
-            instructions = body["instructions"] if same or not isinstance(content, str) else content
+        if source.kind == "instructions":  # only string instructions take an edit
+            edited = isinstance(content, str) and isinstance(body["instructions"], str)
+            instructions = content if edited and not same else body["instructions"]
         elif source.kind == "text":
             text_input = given if same or not isinstance(content, str) else content
             items.append({"role": "user", "content": text_input})

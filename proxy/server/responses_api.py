@@ -4,7 +4,9 @@ with the body read into neutral chat messages for planning and written back as i
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
+import traceback
 from typing import Any
 
 import orjson
@@ -12,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.items import Converted, output_text, to_chat, to_responses
-from proxy.planner import PlanOutcome
+from proxy.planner import PlanOutcome, unplanned
 from proxy.server import responses
 from proxy.server.answer_step import finish_plain, relay_stream
 from proxy.server.auth import resolve_policy
@@ -56,7 +58,11 @@ async def create_response(request: Request) -> Response:
             tags=tag_marks(raw),
         )  # fmt: skip
         note_previous(body, outcome)
-        payload = raw if not outcome.changed else orjson.dumps(rewritten(body, conv, outcome))
+        if outcome.changed:
+            payload = forwarded(services, ex, raw, body, conv)
+            outcome = ex.outcome  # unplanned, if writing it back failed
+        else:
+            payload = raw
         target = upstream_target(services, request.headers, policies, policy, "/responses")
         # Summaries are chat completions, made at the same upstream with the same headers.
         summaries = dataclasses.replace(
@@ -84,6 +90,30 @@ async def create_response(request: Request) -> Response:
         summarize_later(services, cached, outcome, summaries, tokenizer)
     response.keep = (raw, body, outcome, payload, cached)  # freed once the answer is out
     return response
+
+
+def forwarded(
+    services: Services, ex: Exchange, raw: bytes, body: dict[str, Any], conv: Converted
+) -> bytes:
+    """The planned body's bytes; the request as it came if writing it back fails (a bug):
+    like a failed plan, an untrimmed request may still fit, and the upstream's own error
+    is better than the proxy's."""
+    assert ex.outcome is not None and ex.policy is not None
+    try:
+        return orjson.dumps(rewritten(body, conv, ex.outcome))
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]  # the place only, never content
+        where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"
+        logging.getLogger("context_proxy.plan").error(
+            "writing the Responses body back failed: %s at %s (request %s, team %s)",
+            type(exc).__name__,
+            where,
+            ex.request_id,
+            ex.policy.team,
+        )
+        services.metrics.plan_failures.labels(ex.policy.team).inc()
+        ex.outcome = unplanned(conv.body, ex.outcome.context_window, type(exc).__name__)
+        return raw
 
 
 def rewritten(body: dict[str, Any], conv: Converted, outcome: PlanOutcome) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream
@@ -86,3 +87,22 @@ def test_other_responses_routes_pass_through(proxy: RunningProxy, upstream: Fake
     assert got.json()["path"] == "/v1/responses/resp_1" and got.json()["query"] == "include=x"
     cancelled = httpx.post(proxy.url + "/v1/responses/resp_1/cancel")
     assert cancelled.json()["path"] == "/v1/responses/resp_1/cancel"
+
+
+def test_a_failed_write_back_forwards_the_request_as_it_came(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream, monkeypatch: Any
+) -> None:
+    from proxy.server import responses_api
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("secret request text")
+
+    monkeypatch.setattr(responses_api, "to_responses", broken)
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    raw = orjson.dumps({"model": "gpt-4o", "input": conversation(40)})
+    response = httpx.post(proxy.url + "/v1/responses", content=raw)
+    assert response.status_code == 200
+    assert upstream.last.body == raw
+    assert response.headers["x-context-trimmed"] == "0"
+    assert usage_rows(proxy)[-1]["api"] == "responses"

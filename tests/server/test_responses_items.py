@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.items import MARK, is_responses_body, output_text, to_chat, to_responses
 from proxy.items.read import PART_MARK
@@ -253,3 +255,90 @@ def test_empty_instructions_stay_as_they_came() -> None:
     body = {"model": "m", "instructions": "", "input": "hi"}
     conv = to_chat(body)
     assert orjson.dumps(to_responses(body, conv, list(conv.messages))) == orjson.dumps(body)
+
+
+def test_instructions_that_are_not_a_string_are_never_edited() -> None:
+    body = {"model": "m", "instructions": [{"role": "developer", "content": "x"}], "input": "hi"}
+    conv = to_chat(body)
+    noted = [
+        {**conv.messages[0], "content": conv.messages[0]["content"] + " note"},
+        conv.messages[1],
+    ]
+    assert to_responses(body, conv, noted) == body
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ITEM = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "system", "developer", "tool", "x"])},
+        optional={
+            "content": JSON
+            | st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "type": st.sampled_from(
+                            ["input_text", "output_text", "input_image", "refusal", "input_file"]
+                        )
+                    },
+                    optional={"text": JSON, "image_url": JSON, "refusal": JSON},
+                ),
+                max_size=3,
+            ),
+            "type": st.just("message"),
+        },
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                [
+                    "function_call",
+                    "function_call_output",
+                    "reasoning",
+                    "web_search_call",
+                    "item_reference",
+                ]
+            )
+        },
+        optional={
+            "call_id": st.sampled_from(["a", "b", 3]),
+            "name": st.just("f"),
+            "arguments": st.just("{}"),
+            "output": JSON,
+            "id": st.text(max_size=4),
+        },
+    ),
+    st.dictionaries(st.text(max_size=6), JSON, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.lists(ITEM, max_size=12) | st.text(max_size=10),
+    st.none() | st.text(max_size=10) | JSON,
+    st.data(),
+)
+def test_any_body_reads_and_writes_back_whole(
+    given_input: Any, instructions: Any, data: Any
+) -> None:
+    """Whatever the items, kept messages give the body back as it came, and dropping any of
+    them never splits a call from the items it was read with nor raises."""
+    body: dict[str, Any] = {"model": "m", "input": given_input}
+    if instructions is not None:
+        body["instructions"] = instructions
+    conv = to_chat(body)
+    assert orjson.dumps(to_responses(body, conv, list(conv.messages))) == orjson.dumps(body)
+    assert all(isinstance(m["content"], str | list | None) for m in conv.messages)
+    keep = data.draw(
+        st.lists(st.booleans(), min_size=len(conv.messages), max_size=len(conv.messages))
+    )
+    planned = [m for m, k in zip(conv.messages, keep, strict=True) if k]
+    out = to_responses(body, conv, planned)
+    if isinstance(given_input, list):
+        kept = [i for s, k in zip(conv.sources, keep, strict=True) if k for i in s.items]
+        assert out["input"] == [given_input[i] for i in sorted(kept)]
