@@ -6,7 +6,7 @@ import argparse
 import re
 from datetime import UTC, datetime, timedelta
 
-GROUP_KEYS = ("team", "model", "day", "month", "kind", "status", "level", "policy")
+GROUP_KEYS = ("team", "model", "day", "month", "kind", "status", "level", "policy", "api")
 _RELATIVE = re.compile(r"^(\d+)([hdw])$")
 _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 

@@ -198,6 +198,8 @@ def _group_value(rec: dict[str, Any], key: str, ts: str) -> str:
     if key == "month":
         return ts[:7]
     value = rec.get(key)
+    if value is None and key == "api":
+        return "chat"  # rows from before the Responses API: all chat completions
     return "" if value is None else str(value)
 
 

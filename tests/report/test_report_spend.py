@@ -136,3 +136,18 @@ def test_small_values_get_round_gridlines() -> None:
     assert nice_max(0.5) == pytest.approx(0.5)
     assert nice_max(101) == 120.0  # unchanged above 1
     assert [dollars(v) for v in (1234.5, 12.345, 0.01234)] == ["$1,234", "$12.35", "$0.0123"]
+
+
+def test_group_by_api(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    recs = make_log(path, 300, garbage=False)
+    with path.open("wb") as f:
+        for i, r in enumerate(recs):
+            if i % 3 == 0:
+                r["api"] = "responses"
+            elif i % 3 == 1:
+                r.pop("api")  # an older log line
+            f.write(orjson.dumps(r) + b"\n")
+    with path.open("rb") as f:
+        rows = aggregate(f, ["api"]).rows()
+    assert {r["api"]: r["requests"] for r in rows} == {"chat": 200, "responses": 100}

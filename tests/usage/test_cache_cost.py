@@ -277,3 +277,19 @@ def test_unanswered_request_costs_nothing(start_proxy: Any) -> None:
     assert httpx.post(proxy.url + "/v1/chat/completions", json=body).status_code == 502
     [row] = rows_of(proxy, 1)
     assert row["cost_usd"] == 0.0 and row["saved_usd"] == 0.0 and row["cached_tokens"] is None
+
+
+def test_a_client_that_asks_for_usage_sees_the_cached_tokens_it_is_charged_for(
+    start_proxy: Any, caching_upstream: tuple[CachingUpstream, str]
+) -> None:
+    proxy = start_proxy(upstream=caching_upstream[1])
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    r = httpx.post(proxy.url + "/v1/chat/completions", json=body, headers={"x-cached": "1536"})
+    assert r.status_code == 200 and b'"cached_tokens":1536' in r.content
+    [row] = rows_of(proxy, 1)
+    assert row["cached_tokens"] == 1536 and row["stream"] is True
