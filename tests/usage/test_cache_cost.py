@@ -164,7 +164,40 @@ class CachingUpstream:
         self.bodies: list[dict[str, Any]] = []
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.responses, methods=["POST"]),
+            ]
+        )
+
+    async def responses(self, request: Request) -> Response:
+        """The Responses API's shapes: `input_tokens_details`, and when streamed the usage
+        in the final `response.completed` event."""
+        body = orjson.loads(await request.body())
+        self.bodies.append(body)
+        cached = request.headers.get("x-cached", "none")
+        usage: dict[str, Any] = {"input_tokens": 1300, "output_tokens": 5, "total_tokens": 1305}
+        if cached != "none":
+            usage["input_tokens_details"] = {"cached_tokens": int(cached)}
+        item = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}  # fmt: skip
+        done = {"id": "resp_1", "object": "response", "status": "completed",
+                "model": body["model"], "output": [item], "usage": usage}  # fmt: skip
+        if not body.get("stream"):
+            return Response(orjson.dumps(done), media_type="application/json")
+
+        async def events() -> Any:
+            created = dict(done, status="in_progress", output=[], usage=None)
+            for kind, data in (
+                ("response.created", {"response": created}),
+                ("response.output_text.delta", {"item_id": "msg_1", "delta": "ok"}),
+                ("response.completed", {"response": done}),
+            ):
+                payload = orjson.dumps({"type": kind, **data})
+                yield b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     async def chat(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -293,3 +326,23 @@ def test_a_client_that_asks_for_usage_sees_the_cached_tokens_it_is_charged_for(
     assert r.status_code == 200 and b'"cached_tokens":1536' in r.content
     [row] = rows_of(proxy, 1)
     assert row["cached_tokens"] == 1536 and row["stream"] is True
+
+
+def test_responses_api_cached_tokens_match_the_upstream_request_by_request(
+    start_proxy: Any, caching_upstream: tuple[CachingUpstream, str]
+) -> None:
+    proxy = start_proxy(upstream=caching_upstream[1])
+    plan = [("1152", False), ("1280", True), ("none", True), ("0", False)]
+    for cached, stream in plan:
+        body = {"model": "gpt-4o", "input": "hi", "stream": stream}
+        r = httpx.post(proxy.url + "/v1/responses", json=body, headers={"x-cached": cached})
+        assert r.status_code == 200
+    rows = rows_of(proxy, len(plan))
+    assert [(r["api"], r["cached_tokens"], r["stream"]) for r in rows] == [
+        ("responses", None if c == "none" else int(c), s) for c, s in plan
+    ]
+    for row, (cached, _) in zip(rows, plan, strict=True):
+        hit = 0 if cached == "none" else int(cached)
+        assert row["usage_source"] == "upstream" and row["prompt_tokens"] == 1300
+        assert row["completion_tokens"] == 5
+        assert row["cost_usd"] == pytest.approx((1300 - hit) * 2.5e-06 + hit * 1.25e-06 + 5e-05)
