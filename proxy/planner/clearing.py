@@ -63,7 +63,7 @@ def clearable(planner: Planner, choices: Choices) -> list[Clearable]:
                 or (i in layout.split and len(layout.split[i].items) > 1)
             ):
                 continue
-            name = _tool_name(m, call)
+            name = tool_name(m, call)
             tokens = count(layout.text[key])
             if name in policy.exclude or tokens < policy.clear_min_tokens:
                 continue
@@ -116,7 +116,7 @@ def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
     return out
 
 
-def _tool_name(result: Any, call: Any) -> str:
+def tool_name(result: Any, call: Any) -> str:
     """The tool a result answers, named by its call (or the legacy message's `name`)."""
     ident = result.get("tool_call_id")
     calls = call.get("tool_calls") if type(call) is dict else None

@@ -15,6 +15,7 @@ from proxy.planner.allocation import Plan, Planner
 from proxy.planner.budget_note import budget_note, note_cost
 from proxy.planner.costs import count_message, overhead
 from proxy.planner.items import Layout
+from proxy.planner.required_parts import describe
 from proxy.planner.trim import apply, with_note
 from proxy.policy import Policy
 from proxy.types import Body, Tokenizer
@@ -89,9 +90,13 @@ class Fit:
             elif self.policy.budget.on_required_overflow == "truncate":
                 target -= excess
             else:
+                required = self.planner.required()[0]
+                figures = (after, budget, self.planner.window, self.fixed)
+                named = describe(layout, required, self.planner.cost, figures)
                 raise ContextLengthExceeded(
-                    f"The required parts of this request need {after:,} tokens but the budget "
-                    f"is {budget:,}; shorten the system prompt or the last message."
+                    named
+                    or f"The required parts of this request need {after:,} tokens but the "
+                    f"budget is {budget:,}; shorten the system prompt or the last message."
                 )
         layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
         return plan, out, after

@@ -226,6 +226,4 @@ class Decision:
 
     @property
     def kept(self) -> bool:
-        return self.action in _KEPT or (
-            self.action is Action.DEDUPE and self.text is not None
-        )
+        return self.action in _KEPT or (self.action is Action.DEDUPE and self.text is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget import cut_required
 from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
+from proxy.planner.required_parts import describe
 from proxy.policy import Policy
 from proxy.types import Priority, Section, Tokenizer
 
@@ -29,6 +30,9 @@ def overflow(
         by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
     total = sum(by_section.values()) + fixed
     if policy.budget.on_required_overflow != "truncate":
+        named = describe(layout, required, cost, (total, budget, window, fixed))
+        if named is not None:
+            raise ContextLengthExceeded(named)
         parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
         within = f" (context window {window:,})" if window is not None else ""
         raise ContextLengthExceeded(
@@ -36,9 +40,18 @@ def overflow(
             f"{budget:,}{within}: {parts}, request overhead {fixed:,}. Shorten the system "
             "prompt or the last message, or use a model with a larger context window."
         )
-    start, msg = layout.current_start, layout.msg
+    msg, units, unit_of = layout.msg, layout.units, layout.unit_of
+    # Cut last: the current turn's own messages (the last user message). Its tool
+    # exchanges are cut by size with everything else: the newest tool result of 5,000
+    # tokens before a 10-token system prompt.
     sizes = [
-        (k, tokenizer.count_text(text[k]), msg[k] >= start and kind[k] is not Kind.SUMMARY)
+        (
+            k,
+            tokenizer.count_text(text[k]),
+            layout.in_current(msg[k])
+            and kind[k] is not Kind.SUMMARY
+            and len(units[unit_of[msg[k]]]) == 1,
+        )
         for k in required
         if kind[k] is not Kind.OPAQUE and text[k]
     ]
