@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.usage.ledger import UsageRecord
 from proxy.usage.metrics import Metrics
-from tests.usage.test_cache_cost import CachingUpstream, caching_upstream, rows_of
+from tests.usage.caching_upstream import CachingUpstream, caching_upstream, rows_of
 
-__all__ = ["caching_upstream"]  # the fixture, shared with test_cache_cost
+__all__ = ["caching_upstream"]  # the fixture
 
 
 def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
