@@ -13,6 +13,7 @@ _COLOURS = {
     "dedupe": "35",  # magenta
     "summarize": "36",  # cyan
     "summary-inserted": "34",  # blue
+    "clear": "33",  # yellow: cut, but kept (an old tool result's placeholder)
 }
 _RUN = 4  # this many alike items in a row or more are shown as one line
 
@@ -82,6 +83,9 @@ def render_plan(report: PlanReport, *, color: bool = False, collapse: bool = Tru
             "summarized",
         ]
     ]
+    cleared = any(s.cleared for s in report.sections)
+    if cleared:  # a column only when some old tool result was cleared
+        rows[0].append("cleared")
     for s in report.sections:
         reserved = f"{s.reserved:,}" if s.reserved is not None else "-"
         rows.append(
@@ -97,9 +101,10 @@ def render_plan(report: PlanReport, *, color: bool = False, collapse: bool = Tru
                 str(s.truncated),
                 str(s.deduped),
                 str(s.summarized),
+                *([str(s.cleared)] if cleared else []),
             ]
         )
-    lines += _table(rows, set(range(2, 11)))
+    lines += _table(rows, set(range(2, len(rows[0]))))
     lines.append("")
     rows = [["msg", "kind", "role", "section", "priority", "tokens", "after", "action", "reason"]]
     actions: list[str] = [""]
