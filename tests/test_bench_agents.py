@@ -92,7 +92,7 @@ def test_keep_newest_drops_oldest_whole_exchanges_and_keeps_the_task() -> None:
     tok = TokenCounter().chat_tokenizer(b.MODEL, Policy())
     messages = run(*((f"cmd {n}", "word " * 200) for n in range(6)))
     body = {"model": b.MODEL, "messages": messages}
-    out = b.keep_newest(body, tok, 700)
+    out = b.keep_newest(body, tok, 700, {})
     assert out[:2] == messages[:2]
     assert out[2:] == messages[-len(out) + 2 :]
     assert b.paired(out)

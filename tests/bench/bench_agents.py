@@ -33,9 +33,11 @@ Methods: `planner` is proxy.planner.plan_request with the default policy (so wha
 the planner does today: a refusal counts as not answered); `keep-newest` keeps the
 system prompt and the task (first user message) and then whole exchanges (an assistant
 message with its tool results, or a lone message) newest first, stopping at the first
-that does not fit. Checks per answered request: fits (prompt tokens <= budget counted
+that does not fit; `oracle` knows the evidence (see its docstring): a reference, not a
+method. Checks per answered request: fits (prompt tokens <= budget counted
 with proxy.tokens), tool calls and results paired, the last user message and the newest
-KEEP_RECENT exchanges byte-identical (orjson of each message).
+KEEP_RECENT exchanges byte-identical (orjson of each message). `budget_used`: the mean share
+of the budget an answered request fills (well under 1: the method trims more than it must).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ STOP = frozenset(
     )
 )
 Msg = dict[str, Any]
+Evidence = dict[str, set[str]]  # tool_call_id -> the repeated strings it holds
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -162,7 +165,7 @@ def paired(messages: Sequence[Msg]) -> bool:
     return not open_ids
 
 
-def keep_newest(body: dict[str, Any], tok: Any, budget: int) -> list[Msg]:
+def keep_newest(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg]:
     messages = body["messages"]
     task = next(i for i, m in enumerate(messages) if m.get("role") == "user")
     head = list(messages[: task + 1])
@@ -177,7 +180,32 @@ def keep_newest(body: dict[str, Any], tok: Any, budget: int) -> list[Msg]:
     return head + [messages[i] for i in kept]
 
 
-def planner(body: dict[str, Any], tok: Any, budget: int) -> list[Msg] | str:
+def oracle(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg]:
+    """A reference that knows the next command: system prompt, task, the protected
+    messages, then the exchanges holding evidence, then the rest, each newest first and
+    whole, skipping what does not fit. An upper mark for whole-message trimming."""
+    messages = body["messages"]
+    task = next(i for i, m in enumerate(messages) if m.get("role") == "user")
+    head = list(messages[: task + 1])
+    room = budget - tok.count_request({**body, "messages": head})
+    newest = {id(m) for m in protected(messages)}
+    groups = exchanges(messages, task + 1)[::-1]
+
+    def rank(g: list[int]) -> int:
+        if any(id(messages[i]) in newest for i in g):
+            return 0
+        return 1 if any(messages[i].get("tool_call_id") in ev for i in g) else 2
+
+    kept: list[int] = []
+    for group in sorted(groups, key=rank):  # stable: newest first within a rank
+        cost = sum(tok.count_message(messages[i]) for i in group)
+        if cost <= room:
+            room -= cost
+            kept += group
+    return head + [messages[i] for i in sorted(kept)]
+
+
+def planner(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg] | str:
     policy = Policy(
         budget=BudgetPolicy(ratio=1.0, reserve_output=False),
         models={MODEL: ModelPolicy(context_window=budget)},
@@ -209,8 +237,10 @@ def score(
     recent_ids = recent(newest)
     dumped = {orjson.dumps(m) for m in out}
     alive = {i for i, keys in ev.items() if survives(by_id[i]["content"], fwd.get(i), keys)}
+    used = tok.count_request({**body, "messages": out})
     return {
-        "fits": tok.count_request({**body, "messages": out}) <= budget,
+        "fits": used <= budget,
+        "used": used / budget,
         "paired": paired(out),
         "identical": all(orjson.dumps(m) in dumped for m in newest),
         "kept": len(alive),
@@ -225,9 +255,11 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
     tok = TokenCounter().chat_tokenizer(MODEL, Policy())
     results: dict[str, Any] = {}
     for budget in budgets:
-        for name, method in (("planner", planner), ("keep-newest", keep_newest)):
+        methods = (("planner", planner), ("keep-newest", keep_newest), ("oracle", oracle))
+        for name, method in methods:
             t = {"points": 0, "answered": 0, "fits": 0, "paired": 0, "identical": 0}
             t |= {"evidence": 0, "kept": 0, "old": 0, "kept_old": 0, "cleared": 0, "errors": 0}
+            used = 0.0
             start = time.perf_counter()
             for row in rows:
                 msgs = row["messages"]
@@ -242,12 +274,13 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
                     t["points"] += 1
                     t["evidence"] += len(ev)
                     t["old"] += len(set(ev) - recent(protected(msgs[:k])))
-                    out = method(body, tok, budget)
+                    out = method(body, tok, budget, ev)
                     if isinstance(out, str):
                         t["errors"] += out.startswith("error")
                         continue
                     s = score(body, out, ev, tok, budget)
                     t["answered"] += 1
+                    used += s["used"]
                     for key in ("fits", "paired", "identical", "kept", "kept_old", "cleared"):
                         t[key] += int(s[key])
             n = max(t["points"], 1)
@@ -257,6 +290,7 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
                 "fits_share": t["fits"] / n,
                 "recall": t["kept"] / max(t["evidence"], 1),
                 "recall_old": t["kept_old"] / max(t["old"], 1),
+                "budget_used": used / max(t["answered"], 1),
                 "seconds": round(time.perf_counter() - start, 2),
             }
     return results
@@ -273,9 +307,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = load(args.path.resolve())[: args.limit or None]
     budgets = [int(b) for b in args.budgets.split(",")]
     results = run(rows, budgets, args.min_len)
-    cols = ("points", "evidence", "answered_share", "fits_share", "recall", "recall_old", "cleared")
+    cols = (
+        "points",
+        "evidence",
+        "answered_share",
+        "fits_share",
+        "recall",
+        "recall_old",
+        "budget_used",
+        "cleared",
+    )
     print(f"{len(rows)} runs; budget == window (ratio 1.0); model {MODEL}")
-    print("budget  method       " + "".join(f"{c:>15}" for c in cols) + "   paired/identical")
+    print("budget  method       " + "".join(f"{c:>15}" for c in cols) + "  paired/identical")
     for budget, row in results.items():
         for name, r in row.items():
             cells = "".join(
