@@ -205,6 +205,13 @@ def oracle(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Ms
     return head + [messages[i] for i in sorted(kept)]
 
 
+def required_over(body: dict[str, Any], tok: Any, budget: int) -> bool:
+    """Whether the system prompt and the protected messages alone exceed the budget."""
+    messages = body["messages"]
+    keep = [m for m in messages if m.get("role") == "system"] + protected(messages)
+    return bool(tok.count_request({**body, "messages": keep}) > budget)
+
+
 def planner(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg] | str:
     policy = Policy(
         budget=BudgetPolicy(ratio=1.0, reserve_output=False),
@@ -259,6 +266,7 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
         for name, method in methods:
             t = {"points": 0, "answered": 0, "fits": 0, "paired": 0, "identical": 0}
             t |= {"evidence": 0, "kept": 0, "old": 0, "kept_old": 0, "cleared": 0, "errors": 0}
+            t["required_over"] = 0  # not answered, and the protected parts alone overflow
             used = 0.0
             start = time.perf_counter()
             for row in rows:
@@ -277,6 +285,7 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
                     out = method(body, tok, budget, ev)
                     if isinstance(out, str):
                         t["errors"] += out.startswith("error")
+                        t["required_over"] += required_over(body, tok, budget)
                         continue
                     s = score(body, out, ev, tok, budget)
                     t["answered"] += 1
@@ -325,6 +334,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{r[c]:>15.3f}" if isinstance(r[c], float) else f"{r[c]:>15}" for c in cols
             )
             extra = f"   {r['paired']}/{r['identical']} of {r['answered']}"
+            if r["answered"] < r["points"]:
+                extra += f"; not answered {r['points'] - r['answered']} ({r['errors']} errors,"
+                extra += f" {r['required_over']} with the protected part over the budget)"
             print(f"{budget:>6}  {name:<12} {cells}{extra}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"runs": len(rows), "budgets": budgets, "min_len": args.min_len, "model": MODEL}
