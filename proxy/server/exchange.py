@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proxy.server.responses import header_value
-from proxy.tokens import policy_model
-from proxy.tokens.prices import request_cost, trim_savings
+from proxy.tokens import policy_model, request_cost, trim_savings
 from proxy.types import Level, Tokenizer
 from proxy.usage import OTHER, UsageRecord, level_for
 from proxy.usage.ledger import utc_now_iso

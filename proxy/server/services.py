@@ -79,12 +79,13 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     usage = UsageLog(settings.usage_log)
     await usage.start()
     upstream = Upstream.open()
+    windows = ContextWindows()
     services = Services(
         settings=settings,
         policies=policies,
         upstream=upstream,
         counter=TokenCounter(),
-        windows=ContextWindows(),
+        windows=windows,
         usage=usage,
         quotas=quotas,
         thresholds=ThresholdWatch(),
@@ -95,6 +96,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             usage,
             quotas,
             store_opener=shared.open_summary_store if shared else open_store,
+            prices=windows.prices,
         ),
         shared=shared,
     )

@@ -13,6 +13,7 @@ import orjson
 
 from proxy.errors import ProxyError
 from proxy.policy import Policy
+from proxy.tokens import Prices, request_cost
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, Upstream
 from proxy.usage import QuotaBook, UsageLog, UsageRecord
@@ -75,6 +76,7 @@ class SummaryCall:
     model: str
     prompt: list[dict[str, str]]
     prompt_tokens: int  # the prompt's count by the request's tokenizer
+    prices: Prices | None = None  # the model's prices, for the row's cost_usd
 
 
 async def call_summary(
@@ -129,6 +131,7 @@ async def call_summary(
         error=error,
         kind="summary",
         policy=call.policy.name,
+        cost_usd=request_cost(call.prices, prompt, None, completion) if call.prices else None,
     )
     record.upstream_ms = record.latency_ms if status else None
     write_record(usage, quotas, call.policy, record)

@@ -21,6 +21,7 @@ from proxy.policy import Policy, SummaryPolicy
 from proxy.summaries.calls import SpendBook, SummaryCall, SummaryFailed, SummaryTarget, call_summary
 from proxy.summaries.spans import Span, chunk_spans, dropped_spans, prompt_messages, settings_tag
 from proxy.summaries.store import DEFAULT_URL, SummaryStore, open_store
+from proxy.tokens import Prices
 from proxy.types import Tokenizer
 from proxy.upstream import Upstream
 from proxy.usage import QuotaBook, UsageLog
@@ -61,9 +62,11 @@ class Summarizer:
         cache_size: int = CACHE_SIZE,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        prices: Callable[[str], Prices | None] | None = None,
     ) -> None:
         self.upstream, self.usage, self.quotas = upstream, usage, quotas
         self.clock = clock  # an attribute, so tests can move time forward
+        self._prices = prices  # a model's prices (the usage row's cost), when known
         self.spend = SpendBook()
         self.stats: Counter[str] = Counter()  # what happened, for tests and debugging
         self._open = store_opener
@@ -231,7 +234,8 @@ class Summarizer:
             try:
                 made = (await store.get_many([key])).get(key)  # made elsewhere meanwhile?
                 if made is None:
-                    call = SummaryCall(policy, lookup.model, prompt, prompt_tokens)
+                    prices = self._prices(lookup.model) if self._prices else None
+                    call = SummaryCall(policy, lookup.model, prompt, prompt_tokens, prices)
                     try:
                         made, spent = await call_summary(
                             self.upstream, self.usage, self.quotas, call, target, tokenizer

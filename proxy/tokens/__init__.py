@@ -1,11 +1,15 @@
 """Counting as the provider bills: encodings, chat and tool schemas, images, windows."""
 
 from proxy.tokens.counter import ChatTokenizer, TokenCounter
+from proxy.tokens.prices import Prices, request_cost, trim_savings
 from proxy.tokens.windows import ContextWindows, policy_model
 
 __all__ = [
     "ChatTokenizer",
     "ContextWindows",
+    "Prices",
     "TokenCounter",
     "policy_model",
+    "request_cost",
+    "trim_savings",
 ]

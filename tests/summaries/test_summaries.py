@@ -24,6 +24,7 @@ from proxy.summaries.spans import (
     transcript,
 )
 from proxy.summaries.summarizer import Summarizer, SummaryTarget
+from proxy.tokens import ContextWindows, request_cost
 from proxy.upstream.client import Timeouts
 from proxy.usage.ledger import UsageLog, UsageRecord
 from proxy.usage.quotas import QuotaBook
@@ -277,7 +278,7 @@ class StubUpstream:
 
 
 class Rig:
-    def __init__(self, **summaries: Any) -> None:
+    def __init__(self, prices: Any = None, **summaries: Any) -> None:
         self.store = MemoryStore()
         self.upstream = StubUpstream()
         self.rows: list[UsageRecord] = []
@@ -290,7 +291,12 @@ class Rig:
 
         self.now = 1000.0
         self.summarizer = Summarizer(
-            self.upstream, usage, self.quotas, store_opener=opener, clock=lambda: self.now
+            self.upstream,
+            usage,
+            self.quotas,
+            store_opener=opener,
+            clock=lambda: self.now,
+            prices=prices,
         )  # type: ignore[arg-type]
         cfg = {"enabled": True, "chunk_turns": 2, "max_tokens": 64, **summaries}
         self.policy = Policy(
@@ -438,3 +444,21 @@ def test_reasoning_models_get_max_completion_tokens() -> None:
     assert limit_field("o3-mini") == "max_completion_tokens"
     assert limit_field("openai/gpt-5") == "max_completion_tokens"
     assert limit_field("azure/o4-mini-2025-04-16") == "max_completion_tokens"
+
+
+async def test_summary_rows_carry_their_cost_from_the_price_map() -> None:
+    """The proxy's own summary calls are priced like client requests (cost_usd)."""
+    windows = ContextWindows()
+    prices = windows.prices("gpt-4o")
+    assert prices is not None and prices.input > 0
+    rig = Rig(prices=windows.prices)
+    await rig.turn(convo(12, words=6))
+    await rig.settle()
+    assert rig.rows and all(r.kind == "summary" for r in rig.rows)
+    for r in rig.rows:
+        assert r.cost_usd == request_cost(prices, r.prompt_tokens, None, r.completion_tokens)
+        assert r.cost_usd is not None and r.cost_usd > 0
+    unpriced = Rig()
+    await unpriced.turn(convo(12, words=6))
+    await unpriced.settle()
+    assert unpriced.rows and all(r.cost_usd is None for r in unpriced.rows)
