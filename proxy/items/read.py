@@ -3,7 +3,8 @@
 `instructions` becomes a system message first; a string `input` one user message; `message`
 items chat messages; consecutive `function_call` items one assistant message with
 `tool_calls`, each `function_call_output` a `tool` message (matched by `call_id`, as chat
-matches `tool_call_id`); a `reasoning` item travels with the item it precedes. Any other
+matches `tool_call_id`; an output whose call is not in the input, with previous_response_id,
+is opaque); a `reasoning` item travels with the item it precedes. Any other
 item (web_search_call, custom tool calls, item_reference ...) is opaque: a system message
 holding its JSON, so the planner counts it, and never drops it (untagged system text is
 required); it is always written back as it came.
@@ -69,6 +70,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
     elif isinstance(given, list):
         pending: list[int] = []  # reasoning items waiting for the item they precede
         open_call: dict[str, Any] | None = None  # the assistant message calls still merge into
+        called: set[str] = set()
         for i, item in enumerate(given):
             kind = _kind(item)
             if kind == "reasoning":
@@ -76,6 +78,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
                 continue
             call = _call(item) if kind == "function_call" else None
             if call is not None:
+                called.add(call["id"])
                 if open_call is not None:  # parallel calls: one assistant message
                     open_call["tool_calls"].append(call)
                     sources[open_call[MARK]].items += [*pending, i]
@@ -85,6 +88,11 @@ def to_chat(body: dict[str, Any]) -> Converted:
                 pending = []
                 continue
             open_call = None
+            call_id = item.get("call_id") if kind == "function_call_output" else None
+            if kind == "function_call_output" and not (
+                isinstance(call_id, str) and call_id in called
+            ):
+                kind = None  # its call is in a previous response: never dropped, as it came
             add(*_message(item, kind), [*pending, i])
             pending = []
         if pending:  # reasoning that precedes nothing goes with what it follows

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.items import MARK, is_responses_body, output_text, to_chat, to_responses
@@ -317,7 +317,12 @@ ITEM = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(
     st.lists(ITEM, max_size=12) | st.text(max_size=10),
     st.none() | st.text(max_size=10) | JSON,
@@ -342,3 +347,18 @@ def test_any_body_reads_and_writes_back_whole(
     if isinstance(given_input, list):
         kept = [i for s, k in zip(conv.sources, keep, strict=True) if k for i in s.items]
         assert out["input"] == [given_input[i] for i in sorted(kept)]
+
+
+def test_an_output_whose_call_is_at_the_provider_is_never_dropped() -> None:
+    """With previous_response_id the call may be in the previous response: its output is
+    opaque (kept, never edited), so the provider never sees a call without its output."""
+    output = {"type": "function_call_output", "call_id": "c9", "output": "x" * 50}
+    body = {
+        "model": "m",
+        "previous_response_id": "resp_1",
+        "input": [output, {"role": "user", "content": "go on"}],
+    }
+    conv = to_chat(body)
+    assert conv.messages[0]["role"] == "system" and conv.sources[0].kind == "opaque"
+    edited = [{**conv.messages[0], "content": "[cleared]"}, conv.messages[1]]
+    assert to_responses(body, conv, edited)["input"][0] is output
