@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from proxy.upstream.sse import _EVENT_END, StreamTap, _json_payload
+from proxy.upstream.sse import _EVENT_END, MAX_KEPT_BYTES, StreamTap, _json_payload
 
 # The events whose deltas are generated tokens, for estimating them without usage.
 _DELTAS = frozenset(
@@ -24,11 +24,8 @@ class ResponsesTap(StreamTap):
     """StreamTap's bounded event splitting; nothing is removed from the stream (Responses
     events always carry their usage, the client gets every event as the upstream sent it)."""
 
-    def __init__(self, max_kept_bytes: int | None = None) -> None:
-        if max_kept_bytes is None:
-            super().__init__(True)
-        else:
-            super().__init__(True, max_kept_bytes)
+    def __init__(self, max_kept_bytes: int = MAX_KEPT_BYTES) -> None:
+        super().__init__(True, max_kept_bytes)  # True: no usage is removed from the events
 
     def _inspect(self, event: bytes) -> bytes:
         # Only events with a `"usage"` key get here, or a [DONE]; the final response's usage

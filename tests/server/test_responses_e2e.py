@@ -252,6 +252,21 @@ def test_broken_stream_ends_with_an_error_the_sdk_raises(
     assert row["api"] == "responses"
 
 
+def test_answers_without_usage_are_estimated(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    upstream.mode = "no_usage"
+    plain = client(proxy).responses.create(model="gpt-4o", input="Say hello.")
+    assert plain.output_text == upstream.reply_text
+    with client(proxy).responses.stream(model="gpt-4o", input="Say hello.") as stream:
+        assert [e.type for e in stream][-1] == "response.completed"
+    policy = load_policy_dir(str(proxy.settings.policies)).default
+    reply = TokenCounter().for_model("gpt-4o", policy).count_text(upstream.reply_text)
+    rows = usage_rows(proxy, at_least=2)
+    for row in rows:
+        assert row["usage_source"] == "estimated" and row["api"] == "responses"
+        assert row["completion_tokens"] == reply  # the reply's tokens, counted by the proxy
+        assert row["prompt_tokens"] == row["tokens_after"] > 0
+
+
 def test_upstream_error_passes_through(proxy: RunningProxy, upstream: FakeUpstream) -> None:
     upstream.mode = "error"
     response = httpx.post(proxy.url + "/v1/responses", json={"model": "gpt-4o", "input": "hi"})
