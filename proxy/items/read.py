@@ -35,6 +35,7 @@ class Source:
 
     kind: str  # instructions | text | message | call | output | opaque
     items: list[int] = field(default_factory=list)
+    main: int = -1  # the message or output item an edit applies to (not a reasoning item)
 
 
 @dataclass(slots=True)
@@ -53,9 +54,9 @@ def to_chat(body: dict[str, Any]) -> Converted:
     messages: list[dict[str, Any]] = []
     sources: list[Source] = []
 
-    def add(message: dict[str, Any], kind: str, items: list[int]) -> None:
+    def add(message: dict[str, Any], kind: str, items: list[int], main: int = -1) -> None:
         message[MARK] = len(sources)
-        sources.append(Source(kind, items))
+        sources.append(Source(kind, items, main))
         messages.append(message)
 
     instructions = body.get("instructions")
@@ -93,7 +94,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
                 isinstance(call_id, str) and call_id in called
             ):
                 kind = None  # its call is in a previous response: never dropped, as it came
-            add(*_message(item, kind), [*pending, i])
+            add(*_message(item, kind), [*pending, i], i)
             pending = []
         if pending:  # reasoning that precedes nothing goes with what it follows
             if sources and sources[-1].kind != "instructions":

@@ -37,10 +37,12 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
             items.append({"role": "user", "content": text_input})
         elif same or source.kind in ("call", "opaque"):
             items += [given[i] for i in source.items]
-        else:
-            *before, last = source.items
-            items += [given[i] for i in before]
-            items.append(_edited(given[last], source.kind, content))
+        else:  # an edited message or output; its reasoning items as they came
+            edit = source.main
+            items += [
+                _edited(given[i], source.kind, content) if i == edit else given[i]
+                for i in source.items
+            ]
     out = dict(body)  # the body's keys in their order, two of them replaced
     if instructions is not None:
         out["instructions"] = instructions

@@ -207,7 +207,7 @@ def test_string_input_and_parts() -> None:
     assert item["content"][1] is image
 
 
-def test_reasoning_at_the_end_goes_with_what_it_follows() -> None:
+def test_reasoning_at_the_end_goes_with_what_it_follows_and_is_never_edited() -> None:
     body = {
         "model": "m",
         "input": [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs"}],
@@ -215,6 +215,8 @@ def test_reasoning_at_the_end_goes_with_what_it_follows() -> None:
     conv = to_chat(body)
     assert len(conv.messages) == 1 and conv.sources[0].items == [0, 1]
     assert to_responses(body, conv, [])["input"] == []
+    cut = to_responses(body, conv, [{**conv.messages[0], "content": "h"}])["input"]
+    assert cut == [{"role": "user", "content": "h"}, {"type": "reasoning", "id": "rs"}]
 
 
 def test_text_of_a_response() -> None:
@@ -347,6 +349,13 @@ def test_any_body_reads_and_writes_back_whole(
     if isinstance(given_input, list):
         kept = [i for s, k in zip(conv.sources, keep, strict=True) if k for i in s.items]
         assert out["input"] == [given_input[i] for i in sorted(kept)]
+        # an edit of every message changes only message and output items, never reasoning
+        edited = [{**m, "content": "[edited]"} for m in conv.messages]
+        after = to_responses(body, conv, edited)["input"]
+        assert len(after) == len(given_input)
+        for before, item in zip(given_input, after, strict=True):
+            if item is not before:
+                assert before.get("type") in (None, "message", "function_call_output")
 
 
 def test_an_output_whose_call_is_at_the_provider_is_never_dropped() -> None:
