@@ -28,7 +28,7 @@ from proxy.server.forward_step import (
     upstream_target,
     upstream_url,
 )
-from proxy.server.plan_step import plan, tag_marks, tokenizer_for
+from proxy.server.plan_step import PLAN_INLINE_MAX_BYTES, off_loop, plan, tag_marks, tokenizer_for
 from proxy.server.request_body import check_responses_body, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.upstream.responses_sse import ResponsesTap, response_error_event
@@ -51,7 +51,10 @@ async def create_response(request: Request) -> Response:
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
-        conv = to_chat(body)
+        # Reading items and writing them back is linear but Python: past a megabyte it
+        # runs in a worker thread, like a big plan, so that the event loop keeps serving.
+        big = len(raw) > PLAN_INLINE_MAX_BYTES
+        conv = await off_loop(services, to_chat, body) if big else to_chat(body)
         cached = await services.summaries.lookup(policy, conv.body)
         ex.outcome = outcome = await plan(
             services, policy, conv.body, tokenizer, len(raw), cached, ex.request_id,
@@ -59,7 +62,10 @@ async def create_response(request: Request) -> Response:
         )  # fmt: skip
         note_previous(body, outcome)
         if outcome.changed:
-            payload = forwarded(services, ex, raw, body, conv)
+            if big:
+                payload = await off_loop(services, forwarded, services, ex, raw, body, conv)
+            else:
+                payload = forwarded(services, ex, raw, body, conv)
             outcome = ex.outcome  # unplanned, if writing it back failed
         else:
             payload = raw

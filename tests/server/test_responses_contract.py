@@ -16,7 +16,8 @@ from tests.server.test_responses_e2e import SMALL_WINDOW, conversation, filler
 
 def in_order(sent: list[Any], items: list[Any]) -> bool:
     """Whether the items of `sent` that came in `items` are in their original order."""
-    places = [items.index(i) for i in sent if i in items]
+    where = {orjson.dumps(item): k for k, item in enumerate(items)}
+    places = [where[key] for key in map(orjson.dumps, sent) if key in where]
     return places == sorted(places)
 
 
@@ -106,3 +107,20 @@ def test_a_failed_write_back_forwards_the_request_as_it_came(
     assert upstream.last.body == raw
     assert response.headers["x-context-trimmed"] == "0"
     assert usage_rows(proxy)[-1]["api"] == "responses"
+
+
+def test_a_body_over_a_megabyte_is_read_and_written_back_off_the_loop(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    items = conversation(1500)
+    raw = orjson.dumps({"model": "gpt-4o", "input": items})
+    assert len(raw) > 1024 * 1024
+    response = httpx.post(proxy.url + "/v1/responses", content=raw, timeout=60)
+    assert response.status_code == 200
+    assert (
+        int(response.headers["x-context-tokens-after"])
+        <= int(response.headers["x-context-budget"])
+        < int(response.headers["x-context-tokens-before"])
+    )
+    sent = upstream.last.json()["input"]
+    assert sent[-1] == items[-1] and in_order(sent, items)
