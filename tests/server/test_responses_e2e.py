@@ -334,3 +334,27 @@ def test_plan_endpoint_takes_a_responses_body(
     # the request it shows is the one the proxy forwards
     httpx.post(proxy.url + "/v1/responses", json=body)
     assert upstream.last.json() == plan["request"]
+
+
+def test_stream_with_function_calls(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    """A streamed call, then the streamed answer to its output: the SDK's own loop."""
+    sdk = client(proxy)
+    items: list[Any] = [{"role": "user", "content": "Read src/a.py"}]
+    with sdk.responses.stream(model="gpt-4o", input=items, tools=TOOLS) as stream:  # type: ignore[arg-type]
+        kinds = [event.type for event in stream]
+        first = stream.get_final_response()
+    call = first.output[0]
+    assert call.type == "function_call" and call.name == "read_file"
+    assert "response.output_item.done" in kinds and kinds[-1] == "response.completed"
+    items += [
+        call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "print(1)"},
+    ]
+    with sdk.responses.stream(model="gpt-4o", input=items, tools=TOOLS) as stream:  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        second = stream.get_final_response()
+    assert "Tool said: print(1)" in second.output_text
+    assert upstream.last.json()["input"][1]["call_id"] == call.call_id
+    rows = usage_rows(proxy, at_least=2)
+    assert [(r["api"], r["stream"], r["status"]) for r in rows] == [("responses", True, 200)] * 2
