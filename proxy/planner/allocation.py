@@ -17,7 +17,7 @@ from itertools import chain, compress, repeat
 
 from proxy.planner.budget import Choices, grant, reservations
 from proxy.planner.choices import make_choices
-from proxy.planner.clearing import Clearable, clearable, pick
+from proxy.planner.clearing import Clearable, clearable, pick, trails_last
 from proxy.planner.clusters import Substitution, settle
 from proxy.planner.decisions import decide
 from proxy.planner.dedupe import Dedupe, dedupe, may_repeat
@@ -180,7 +180,9 @@ class Planner:
             self.cost[key], self.text[key] = d.tokens, d.text or ""
         self.cleared = cleared
         assert self._prepared is not None
-        self._prepared = self._prepared[0], make_choices(self, optional)
+        choices = make_choices(self, optional)
+        trails_last(choices, cleared)
+        self._prepared = self._prepared[0], choices
 
     def required(self) -> tuple[list[int], dict[Section, int]]:
         """The required items' keys, and their cost per section (the same for every plan)."""

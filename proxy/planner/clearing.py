@@ -2,13 +2,15 @@
 
 The cheapest cut that keeps an agent's trail: the call and its arguments stay, so the
 request stays valid and the agent still sees what it did. Results are cleared least
-relevant to what the agent is doing now first (its newest reasoning and commands; ties:
-the oldest first), and only as far as the caller's target asks: today just enough to fit
-the budget; a caller that wants to cut in steps passes a lower target.
+relevant to what the agent is doing now first (its newest commands; ties: the oldest
+first), from the less relevant share of the old exchanges, and only as far as the
+caller's target asks (`pick`): today just enough to fit the budget; a caller that wants
+to cut in steps passes a lower target.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,12 @@ _RESULT_ROLES = ("tool", "function")
 # when even clearing every result does not fit (a long agent run on a small budget): the
 # rest is the trail of cleared calls. Clearing all would keep none of what the agent read.
 WHOLE_SHARE = 0.5
+# Share of the old tool exchanges, the least relevant, whose results may be cleared; the
+# more relevant ones stay whole, or go whole when even the cleared trail does not fit.
+# Clearing trades what the agent read for the trail of its calls: on the agent runs at a
+# 16k budget (results the next command repeats), clearing any old result just enough to
+# fit keeps 0.48 of that evidence, the less relevant half 0.55, none 0.56.
+CLEAR_SHARE = 0.5
 
 
 def placeholder(name: str, tokens: int) -> str:
@@ -47,10 +55,12 @@ def clearable(planner: Planner, choices: Choices) -> list[Clearable]:
         return []  # clearing off, or no tool result at all
     count, cost = planner.tokenizer.count_text, planner.cost
     place = _keep_places(choices)
+    groups = sorted(
+        (c for c, keys in enumerate(choices.items) if len(keys) > 1), key=place.__getitem__
+    )
     found: list[tuple[tuple[int, int], Clearable]] = []
-    for c, keys in enumerate(choices.items):
-        if len(keys) < 2:
-            continue  # a tool group is a choice of its call and its results
+    for c in groups[int(len(groups) * (1 - CLEAR_SHARE)) :]:  # the less relevant share
+        keys = choices.items[c]
         call = layout.stripped[layout.msg[keys[0]]]
         for key in keys:
             i = layout.msg[key]
@@ -132,3 +142,22 @@ def tool_name(result: Any, call: Any) -> str:
     if type(legacy) is dict and type(legacy.get("name")) is str:
         return str(legacy["name"])
     return "a tool"
+
+
+def trails_last(choices: Choices, cleared: Collection[int]) -> None:
+    """Within each rank, the exchanges kept whole come before those with a cleared result:
+    when exchanges must be dropped as well, what the agent read outlives the trail of
+    calls whose output is gone (the trail takes what room is left, in the same order)."""
+    if not cleared:
+        return
+    # Only where the order is relevance (not a run of the newest, which must stay unbroken).
+    trail = [
+        not run and any(k in cleared for k in keys)
+        for keys, run in zip(choices.items, choices.contiguous, strict=True)
+    ]
+    if choices.keep is not None:
+        rank, keep = choices.rank, choices.keep
+        # keep is sorted by rank: a stable sort on (rank, trail) partitions each rank's run.
+        keep.sort(key=lambda c: (rank[c], trail[c]))
+        return
+    choices.order[:] = [(float(t), *o) for t, o in zip(trail, choices.order, strict=True)]

@@ -114,14 +114,24 @@ def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
 def _agent_history(
     units: list[list[int]], unit_of: list[int], roles: list[str], last_user: int, keep: int
 ) -> tuple[int, ...]:
-    """Messages of the exchanges after `last_user` older than the newest `keep`."""
-    after = unit_of[last_user] + 1
-    # An exchange: a call with its results (a unit of more than one message) that starts
-    # after the last user message; units are in order of their first message.
+    """Messages of the exchanges older than the newest `keep` after `last_user`, when
+    there are exchanges after it (an agent at work): those after it, and those of earlier
+    turns (an agent loop interrupted by a user message, such as a format reminder)."""
+    # An exchange: a call with its results (a unit of more than one message); units are
+    # in order of their first message.
     exchanges = [
-        u
-        for u in range(after, len(units))
-        if len(units[u]) > 1 and units[u][0] > last_user and roles[units[u][0]] == "assistant"
+        u for u in range(len(units)) if len(units[u]) > 1 and roles[units[u][0]] == "assistant"
     ]
-    older = exchanges[: max(0, len(exchanges) - keep)]
+    after = [u for u in exchanges if units[u][0] > last_user]
+    if not after:
+        return ()  # no tool call since the user spoke: a chat, whose turns stay as they are
+    kept = set(after[max(0, len(after) - keep) :])
+    # Older exchanges: those after the last user message but the newest `keep`, and every
+    # one of earlier turns (a tool group that reaches past the last user message is the
+    # current turn's).
+    older = [
+        u
+        for u in exchanges
+        if u not in kept and (units[u][0] > last_user or units[u][-1] < last_user)
+    ]
     return tuple(sorted(i for u in older for i in units[u]))

@@ -4,9 +4,7 @@ examples/agent_session.json (x_context, inline blocks, tool groups) planned unde
 policies and six windows: the forwarded body, the counts, the problems and the report of
 each case are pinned by digest, so a change in how the planner is built that changes what
 goes upstream shows which case moved. A deliberate change of behaviour updates the digests
-(run this file as a script to print them). Issue 18 moved the 2000-8000 windows: old tool
-results are cleared (placeholder, call kept) before whole turns are dropped, so the
-conversation around them survives where it was dropped before.
+(run this file as a script to print them).
 """
 
 from __future__ import annotations
@@ -35,27 +33,27 @@ WINDOWS = (500, 1000, 2000, 4000, 8000, 100_000)
 PINNED = {
     "default/500": "cea67aeb83395fca",
     "default/1000": "8a6535c43117fcca",
-    "default/2000": "b56142ce0872b596",
-    "default/4000": "42f2f65ca8f34251",
-    "default/8000": "d3973339bcc41cc1",
+    "default/2000": "4b009c247a4164f3",
+    "default/4000": "7dc631560401753b",
+    "default/8000": "7de59b73a728b49b",
     "default/100000": "2dc290327fd72eeb",
     "recency/500": "cea67aeb83395fca",
     "recency/1000": "5ec7362ff84ebaa8",
-    "recency/2000": "263a3913e96ccaa8",
-    "recency/4000": "42f2f65ca8f34251",
-    "recency/8000": "d3973339bcc41cc1",
+    "recency/2000": "4b009c247a4164f3",
+    "recency/4000": "7dc631560401753b",
+    "recency/8000": "7de59b73a728b49b",
     "recency/100000": "2dc290327fd72eeb",
     "report/500": "cea67aeb83395fca",
     "report/1000": "fbf8095396f29108",
-    "report/2000": "f59f680eef2a7978",
-    "report/4000": "6ed8be93f2ca85d7",
-    "report/8000": "7fecb63c62355331",
+    "report/2000": "c631c69ea8e90aab",
+    "report/4000": "53232ae5a810c0d6",
+    "report/8000": "d01768167891992e",
     "report/100000": "980ea1c90dd17590",
     "truncate/500": "a55352ceda4bdc07",
     "truncate/1000": "8a6535c43117fcca",
-    "truncate/2000": "b56142ce0872b596",
-    "truncate/4000": "42f2f65ca8f34251",
-    "truncate/8000": "d3973339bcc41cc1",
+    "truncate/2000": "4b009c247a4164f3",
+    "truncate/4000": "7dc631560401753b",
+    "truncate/8000": "7de59b73a728b49b",
     "truncate/100000": "2dc290327fd72eeb",
 }
 
