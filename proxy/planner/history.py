@@ -47,10 +47,8 @@ def agent_query(layout: Layout) -> tuple[str, str] | None:
     if not layout.agent:
         query += asked
     # The query: the agent's newest commands, whose paths and identifiers its next one
-    # most often repeats; its reasoning and the newest results weigh as context. On the
-    # agent runs (results ranked by what the next command repeats), commands alone as the
-    # query keep 0.45 of that evidence in 6k tokens where recency keeps 0.29 and the
-    # reasoning in the query 0.37.
+    # most often repeats (agent_order.py); its reasoning and the newest results weigh as
+    # context. With the reasoning in the query, 0.37 of that evidence is kept, not 0.45.
     for i in now:
         own = text[layout.base[i]]
         if layout.roles[i] == "assistant":
@@ -111,7 +109,6 @@ def keep_sequence(
     context: str = "",
     neighbors: int = 0,
     index: TermIndex | None = None,
-    spread: Sequence[float] | None = None,
 ) -> list[int]:
     """The older-history choices (indexes into `texts`) in the order they are kept.
 
@@ -127,10 +124,7 @@ def keep_sequence(
         newest_first = sorted(range(n), key=positions.__getitem__, reverse=True)
     if query is None or n == 0:
         return newest_first
-    if spread is None:
-        scores = score_history(query, texts, context=context, index=index)
-    else:
-        scores = score_history(query, texts, spread, context=context, index=index)
+    scores = score_history(query, texts, context=context, index=index)
     # Only the turns that share something with the query are ranked by score.
     scored = [i for i in newest_first if scores[i] > 0.0]
     scored.sort(key=scores.__getitem__, reverse=True)  # ties: newer first, as listed
