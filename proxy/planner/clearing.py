@@ -27,9 +27,10 @@ _RESULT_ROLES = ("tool", "function")
 WHOLE_SHARE = 0.5
 # Share of the old tool exchanges, the least relevant, whose results may be cleared; the
 # more relevant ones stay whole, or go whole when even the cleared trail does not fit.
-# Clearing trades what the agent read for the trail of its calls: on the agent runs at a
-# 16k budget (results the next command repeats), clearing any old result just enough to
-# fit keeps 0.48 of that evidence, the less relevant half 0.55, none 0.56.
+# Clearing trades what the agent read for the trail of its calls: on the 20 agent runs at
+# a 16k budget (results the next command repeats), clearing any old result just enough to
+# fit keeps 0.52 of that evidence (4,718 results cleared over 915 requests), the less
+# relevant half 0.59 (102 cleared), no clearing 0.59; keep-newest 0.47.
 CLEAR_SHARE = 0.5
 
 
