@@ -260,3 +260,41 @@ def test_responses_api_requests_log_their_ids(
     assert set(ids) == {f"turn-{i}" for i in range(12)} | {"doc-7"}
     assert ids["turn-0"] == "dropped" and ids["turn-11"] == "kept"
     assert SECRET not in log.read_text()
+
+
+def test_agent_tool_results_with_ids_are_logged_as_cleared(
+    start_proxy: Any, policies_dir: Path, tmp_path: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text(
+        "models:\n  gpt-4o: {context_window: 3000}\nbudget: {ratio: 1.0}\n"
+    )
+    log = tmp_path / "inclusion.jsonl"
+    proxy: RunningProxy = start_proxy(inclusion_log=str(log))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You run bash."},
+        {"role": "user", "content": "Fix it."},
+    ]
+    for i in range(10):
+        args = orjson.dumps({"command": f"cat file{i}.py"}).decode()
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": args}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": f"{SECRET} " + f"line of file{i} " * 100,
+                "x_context": {"id": f"res-{i}"},
+            }
+        )
+    response = httpx.post(
+        proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}
+    )
+    assert response.status_code == 200
+    (row,) = lines(log)
+    actions = {e["id"]: e for e in row["ids"]}
+    assert set(actions) == {f"res-{i}" for i in range(10)}
+    cleared = [e for e in row["ids"] if e["action"] == "cleared"]
+    assert cleared, row["ids"]
+    assert all(0 < e["tokens_after"] < e["tokens"] for e in cleared)
+    assert actions["res-9"]["action"] == "kept"  # the newest exchanges are the current turn
+    assert SECRET not in log.read_text()
