@@ -85,6 +85,8 @@ def clean_headers(
 class UpstreamResponse:
     """An upstream answer whose body is read whole (`read`) or piece by piece (`chunks`)."""
 
+    __slots__ = ("_max_answer_bytes", "_response", "content_type", "headers", "status")
+
     def __init__(
         self, response: aiohttp.ClientResponse, max_answer_bytes: int = MAX_ANSWER_BYTES
     ) -> None:
@@ -191,6 +193,8 @@ class Upstream:
         jittered exponential backoff — only for bodies held in memory (a streamed body cannot be
         sent twice), and always before any byte has reached the client.
         """
+        if not timeouts.retries:  # the usual case: one attempt, no retry loop to set up
+            return await self._send_once(method, url, headers, body, timeouts, streaming)
         attempts = 1 + (timeouts.retries if not isinstance(body, AsyncIterator) else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
