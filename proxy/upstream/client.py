@@ -67,7 +67,7 @@ def clean_headers(
 ) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones and those named by `Connection`, keeping repeats."""
     # One pass, each name lowered once; the tokens of `Connection` (rare) a second one.
-    kept: list[tuple[str, str, str]] = []
+    kept: list[tuple[str, str]] = []
     named: set[str] | None = None
     for key, value in headers.items():
         low = key.lower()
@@ -76,10 +76,10 @@ def clean_headers(
                 tokens = {token.strip().lower() for token in value.split(",")}
                 named = tokens if named is None else named | tokens
             continue
-        kept.append((key, value, low))
+        kept.append((key, value))
     if named is None:
-        return [(key, value) for key, value, _ in kept]
-    return [(key, value) for key, value, low in kept if low not in named]
+        return kept
+    return [(key, value) for key, value in kept if key.lower() not in named]
 
 
 class UpstreamResponse:
