@@ -20,6 +20,9 @@ from proxy.types import Section
 
 SECTIONS = tuple(Section)  # the contract's order: ties between sections follow it
 _LEFTOVER_RANKS = (1, 2, 3)  # high, medium, low: a proxy-made summary (4) gets none
+# A client's summary (x_context summary_of): no reservation, only what is left once every
+# other choice had its turn, so that sending summaries never costs the turns their room.
+LAST_RANK = 5
 MIN_KEPT_TOKENS = 32  # a truncated item keeps at least this much text, or is dropped
 
 
@@ -140,8 +143,10 @@ def grant(
         ]
         room = reserved.get(section[0], 0)
         leftover = [run for r, run in runs_of if r in _LEFTOVER_RANKS]
+        leftover += [run for r, run in runs_of if r == LAST_RANK]
+        reserve = [run for r, run in runs_of if r != LAST_RANK]
         columns = (cost, floor, contiguous)
-        return _grant_runs([(room, [run for _, run in runs_of])], leftover, columns, available)
+        return _grant_runs([(room, reserve)], leftover, columns, available)
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
     if keep is not None and n:  # one section, its keep order known
         if not every:  # the active ones in the same order
@@ -172,12 +177,15 @@ def grant(
         section_runs[s] = []
         for r in sorted(set(ranks)):
             run = runs[(r, s)] = members[bisect_left(ranks, r) : bisect_right(ranks, r)]
-            section_runs[s].append(run)
+            if r != LAST_RANK:
+                section_runs[s].append(run)
     # Reservations, sections by their default priority: a section's share is its own.
     by_priority = sorted(section_runs, key=lambda s: (section_rank.get(s, 3), SECTIONS.index(s)))
     reservation = [(reserved.get(s, 0), section_runs[s]) for s in by_priority]
     # Leftovers, by priority, then section order: partly granted choices grow first.
-    leftover = [runs[(r, s)] for r in _LEFTOVER_RANKS for s in SECTIONS if (r, s) in runs]
+    leftover = [
+        runs[(r, s)] for r in (*_LEFTOVER_RANKS, LAST_RANK) for s in SECTIONS if (r, s) in runs
+    ]
     return _grant_runs(reservation, leftover, (cost, floor, contiguous), available)
 
 

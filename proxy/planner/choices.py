@@ -13,7 +13,7 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from proxy.planner.agent_order import agent_sequence
-from proxy.planner.budget import Choices
+from proxy.planner.budget import LAST_RANK, Choices
 from proxy.planner.cuts import cut_floor
 from proxy.planner.history import keep_sequence, query_texts
 from proxy.planner.items import Kind
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from proxy.planner.allocation import Planner
 
 _TOOL_ROLES = ("tool", "function")
+_SYSTEM = ("system", "developer")
 # A choice's rank by its lead's priority (a required lead only in a group: ranked high).
 _RANKS = {p: (p.rank if p is not Priority.REQUIRED else 1) for p in Priority}
 _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
@@ -40,6 +41,7 @@ def make_choices(planner: Planner, optional: list[bool]) -> Choices:
     choices = Choices()
     unit_choice: dict[int, int] = {}
     base, section, priority, msg = layout.base, layout.section, layout.priority, layout.msg
+    fields = layout.fields
     cost, modes, ranks = planner.cost, planner.modes, _RANKS
     c_items, c_section, c_rank, c_order = (
         choices.items,
@@ -64,6 +66,16 @@ def make_choices(planner: Planner, optional: list[bool]) -> Choices:
             unit_choice[u] = len(c_items)
             if score or truncate:
                 _add(planner, choices, (key,), None)
+                if key in fields and fields[key].summary_of and layout.role[key] in _SYSTEM:
+                    # A client's summary sent as a system message (seed 004's shape; it was
+                    # required before issue 18): what is left after the turns. LoCoMo with one
+                    # summary per session as tagged system messages (40 questions, 2k):
+                    # evidence recall 0.56 with summaries on their priority, 0.74 on their
+                    # reservation only, 0.815 last, as without summaries (relevance picks
+                    # turns better than a summary covers them). Whole or not at all: a
+                    # summary that stands in for turns is not cut to a leftover sliver.
+                    c_rank[-1] = LAST_RANK
+                    c_floor[-1], c_cut[-1] = c_cost[-1], None
                 continue
             c = cost[key]  # _add's common case, inlined: this runs per message
             c_items.append((key,))

@@ -268,3 +268,30 @@ def test_command_keys_and_agent_order() -> None:
     texts = ["nothing here", "see django/db/models/deletion.py:120", "more nothing"]
     order = agent_sequence(texts, [1, 3, 5], "cat django/db/models/deletion.py", "", None)
     assert order == [1, 2, 0]  # the one naming the file, then the newest first
+
+
+def test_tagged_system_summaries_never_cost_the_turns_their_room() -> None:
+    """LoCoMo's must-hold: with one summary per session sent as a tagged system message,
+    the turns kept are those kept without the summaries (the summaries take what is left)."""
+    turns: list[dict[str, Any]] = []
+    for s in range(4):
+        for t in range(6):
+            role = "user" if t % 2 == 0 else "assistant"
+            turns.append(
+                {"role": role, "content": filler(60, f"t{s}{t}"), "x_context": {"cluster": f"s{s}"}}
+            )
+    summaries = [
+        {
+            "role": "system",
+            "content": filler(80, f"sum{s}"),
+            "x_context": {"section": "conversation_summary", "summary_of": f"s{s}"},
+        }
+        for s in range(4)
+    ]
+    ask = {"role": "user", "content": "what did we say about t21 ?"}
+    plain = plan([{"role": "system", "content": "be brief"}, *turns, ask], 700)
+    with_sums = plan([{"role": "system", "content": "be brief"}, *summaries, *turns, ask], 700)
+    kept = [m["content"] for m in plain.body["messages"]]
+    also = [m["content"] for m in with_sums.body["messages"]]
+    assert all(k in also for k in kept)
+    assert with_sums.tokens_after <= with_sums.budget
