@@ -179,6 +179,12 @@ def _cuttable(planner: Planner, keys: tuple[int, ...]) -> int | None:
     section's item; None when the choice can only be kept whole or dropped."""
     layout, cost = planner.layout, planner.cost
     if len(keys) > 1:
+        if layout.msg[keys[0]] in layout.agent:
+            # An agent's older exchange is kept whole or dropped: on the agent runs a
+            # result cut to the room left rarely still holds what the next command needs,
+            # where smaller whole exchanges after it in the keep order do (results the next
+            # command repeats: 0.59 -> 0.61 of them kept at 16k, 0.34 -> 0.39 at 8k).
+            return None
         role = layout.role
         cleared = planner.cleared  # a placeholder is not cut: it is already the least
         results = [

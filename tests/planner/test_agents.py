@@ -295,3 +295,12 @@ def test_tagged_system_summaries_never_cost_the_turns_their_room() -> None:
     also = [m["content"] for m in with_sums.body["messages"]]
     assert all(k in also for k in kept)
     assert with_sums.tokens_after <= with_sums.budget
+
+
+def test_older_agent_exchanges_are_kept_whole_or_dropped() -> None:
+    """A cut result rarely holds what the agent needs next; whole exchanges fill the room."""
+    msgs = run([(f"cat f{i}.py", filler(300)) for i in range(8)])
+    out = plan(msgs, 1500)
+    history = [it for it in out.report.items if it.tag == "agent history"]
+    assert history and not any(it.action == "truncate" for it in history)
+    assert out.tokens_after <= out.budget and paired(out.body["messages"])
