@@ -231,7 +231,14 @@ def _history_order(planner: Planner, choices: Choices) -> None:
         keys = items[c]
         if len(keys) == 1:
             k = keys[0]
-            texts.append(text[k] if k in text else texts_of[k])
+            if layout.agent:
+                # In an agent's history a lone message (a malformed reply, a format
+                # reminder) names what the results hold without holding it: ranked after
+                # the exchanges that match, newest first (agent runs, evidence recall
+                # 0.61 -> 0.63 at 16k).
+                texts.append("")
+            else:
+                texts.append(text[k] if k in text else texts_of[k])
         else:  # a tool group: as it came (a cleared result still says what it was), and
             # its commands, which name the files and identifiers the agent works on
             if layout.agent:  # an agent's exchange: its results, what it read

@@ -304,3 +304,22 @@ def test_older_agent_exchanges_are_kept_whole_or_dropped() -> None:
     history = [it for it in out.report.items if it.tag == "agent history"]
     assert history and not any(it.action == "truncate" for it in history)
     assert out.tokens_after <= out.budget and paired(out.body["messages"])
+
+
+def test_lone_messages_of_an_agent_history_rank_after_matching_exchanges() -> None:
+    """A malformed reply that names a file ranks after the exchange that holds the file."""
+    msgs = run([("grep -rn parse_header src", "src/http/headers.py " + filler(200, "code"))])
+    for r in range(3):  # format reminders: with keep_recent 0 their turns are older history
+        msgs.append({"role": "assistant", "content": "src/http/headers.py " + filler(200, f"m{r}")})
+        msgs.append({"role": "user", "content": "Please use exactly one bash block."})
+    for i in range(1, 4):
+        msgs += [call(i, "sed -n 1,9p src/http/headers.py"), result(i, "ok")]
+    policy = Policy(
+        budget=BudgetPolicy(ratio=1.0),
+        history=HistoryPolicy(keep_recent=0),
+        tools=ToolsPolicy(clear=False),  # the order alone
+    )
+    out = plan(msgs, 400, policy)
+    fwd = {m.get("tool_call_id"): m["content"] for m in out.body["messages"] if "tool_call_id" in m}
+    assert fwd.get("c0", "").startswith("src/http/headers.py code0")
+    assert out.tokens_after <= out.budget and paired(out.body["messages"])
