@@ -42,6 +42,7 @@ class StreamTap:
         self._buf = bytearray()  # the unfinished event
         self._scan = 0  # where the search for an event end resumes in _buf
         self._cr = False  # a CR was seen: events are split by the general pattern from now on
+        self._ended_in_cr = False  # the last event passed on ended in a CR (maybe a CRLF's half)
         self._skipping = False  # inside an over-long event, passed through unparsed
         self._events: list[bytes] = []
         self._kept = 0
@@ -73,11 +74,20 @@ class StreamTap:
         if not self._cr and b"\r" in chunk:
             self._cr = True
         if self._cr:
+            if self._ended_in_cr and buf[:1] == b"\n":
+                # The LF of a CRLF whose CR ended the last event: it completes that event's
+                # end, so it goes now, not with the next event.
+                out.append(b"\n")
+                del buf[:1]
+                self._scan = 0
+            self._ended_in_cr = False
             ends = self._ends()
             if ends:
                 whole = bytes(buf[: ends[-1]])
                 del buf[: ends[-1]]
-                out.append(self._by_event(whole, ends))
+                passed = self._by_event(whole, ends)
+                self._ended_in_cr = passed.endswith(b"\r")  # of what the client got
+                out.append(passed)
         else:
             end = buf.rfind(b"\n\n", max(0, self._scan - 1)) + 2  # 1: no event ends in buf
             if end > 1:

@@ -124,3 +124,14 @@ def test_endless_event_passes_through_unparsed_and_bounded() -> None:
     sent = b"".join(out)
     assert sent == start + piece * ((48 * 1024 * 1024) // len(piece)) + end + usage
     assert tap.usage == USAGE  # parsing resumes after the over-long event
+
+
+def test_the_lf_of_a_crlf_split_from_its_cr_goes_out_with_it() -> None:
+    """An event ended by a CR at a chunk's end, its CRLF's LF in the next chunk: the LF goes
+    out at once (it completes that event's end), not held for the next event."""
+    tap = StreamTap(client_wants_usage=True)
+    first = tap.feed(b'data: {"a":1}\n\r')
+    assert first == b'data: {"a":1}\n\r'
+    assert tap.feed(b"\n") == b"\n"
+    assert tap.feed(b'data: {"b":2}\r\n\r\n') == b'data: {"b":2}\r\n\r\n'
+    assert tap.flush() == b""
