@@ -77,6 +77,17 @@ class SummaryPolicy:
     chunk_turns: int = 8
 
 
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """Cache-stable cuts: over budget, history is cut back in steps of (1 - watermark) of
+    the budget at boundaries counted from the conversation's start, so the forwarded prefix
+    stays the same (and the provider's prompt cache hits) until the next step."""
+
+    enabled: bool = False
+    watermark: float = 0.75  # a step is (1 - watermark) * budget tokens of history
+    recall_share: float = 0.15  # budget share for earlier turns recalled after the stable part
+
+
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(
     {
         Section.SYSTEM_PROMPT: SectionPolicy(
@@ -133,6 +144,7 @@ class Policy:
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     visibility: VisibilityPolicy = field(default_factory=VisibilityPolicy)
     summaries: SummaryPolicy = field(default_factory=SummaryPolicy)
+    cache: CachePolicy = field(default_factory=CachePolicy)
 
 
 def hash_key(key: str) -> str:

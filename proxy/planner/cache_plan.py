@@ -1,0 +1,106 @@
+"""Cache mode: an over-budget conversation cut at a stable point, recall after it, then planned.
+
+The history before the stable cut (stable_cut.py) is dropped; what relevance brings back
+of it for the current turn goes in one message just before the current turn (recall.py);
+the rest is forwarded as it came. The shortened request then goes through the ordinary
+planner (cache off), which forwards it untouched when it fits, as it does by design, and
+otherwise trims what the cut left over the budget: every request still fits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from proxy.planner.cache_report import CacheCut, merged_report
+from proxy.planner.history import query_texts
+from proxy.planner.items import Layout
+from proxy.planner.outcome import PlanOutcome
+from proxy.planner.recall import recall_message, speaker_line
+from proxy.planner.refusal import Refused
+from proxy.planner.stable_cut import cut_index, history_units, step_of
+from proxy.policy import Policy
+from proxy.relevance import TermIndex
+from proxy.types import Body, Tokenizer
+
+
+def plan_stable(
+    body: Body,
+    policy: Policy,
+    tokenizer: Tokenizer,
+    layout: Layout,
+    full: Sequence[int],
+    totals: tuple[int, int, int],
+    terms: TermIndex | None,
+    inner: Callable[[Body], PlanOutcome],
+) -> PlanOutcome | None:
+    """The outcome for an over-budget `body` in cache mode; None when it has no history
+    to cut (then the ordinary planner decides). `totals`: budget, fixed overhead, tokens
+    before; `inner` plans a body with cache mode off."""
+    budget, fixed, before = totals
+    history = history_units(layout, full)
+    if not history.units:
+        return None
+    in_history = {i for unit in history.units for i in unit}
+    other = sum(c for i, c in enumerate(full) if i not in in_history)
+    recall_on = policy.history.relevance == "bm25"
+    cap = math.floor(policy.cache.recall_share * budget) if recall_on else 0
+    room = budget - fixed - other - cap
+    step = step_of(budget, policy.cache.watermark)
+    n = cut_index(history.cost, room, step)
+    if n == 0:
+        return None
+    messages: list[Any] = list(body["messages"])
+    kept_cost = sum(history.cost[n:])
+    recall_room = min(cap, budget - fixed - other - kept_cost)
+    recalled: list[int] = []
+    extra: dict[str, str] | None = None
+    if recall_room > 0:
+        texts = [" ".join(layout.text[layout.base[i]] for i in unit) for unit in history.units]
+        lines = [
+            speaker_line(layout.stripped[unit[0]]) if len(unit) == 1 else None
+            for unit in history.units
+        ]
+        query, context = query_texts(layout)
+        found = recall_message(texts, lines, n, query, context, recall_room, tokenizer, terms)
+        if found is not None:
+            extra, chosen = found
+            recalled = [history.units[u][0] for u in chosen]
+    gone = {i for unit in history.units[:n] for i in unit}
+    reduced: list[Any] = []
+    origin: list[int | None] = []  # reduced message -> original index (None: the recall)
+    for i, m in enumerate(messages):
+        if extra is not None and i == layout.current_start:
+            reduced.append(extra)
+            origin.append(None)
+        if i not in gone:
+            reduced.append(m)
+            origin.append(i)
+    try:
+        result = inner({**body, "messages": reduced})
+    except Refused as exc:  # the required parts alone are over: say it of the whole request
+        why = exc.outcome
+        why.tokens_before = before
+        raise
+    cut = CacheCut(
+        sorted(gone), set(recalled), origin, history.tokens - kept_cost, step, len(history.units), n
+    )
+    report = merged_report(result, layout, cut, before)
+    dropped = len(gone) + result.dropped
+    return PlanOutcome(
+        body=result.body,
+        changed=True,
+        budget=result.budget,
+        context_window=result.context_window,
+        tokens_before=before,
+        tokens_after=result.tokens_after,
+        dropped=dropped,
+        truncated=result.truncated,
+        summarized=result.summarized,
+        deduped=result.deduped,
+        trimmed=len(gone) + result.trimmed,
+        problems=[*layout.problems, *result.problems],
+        estimated=result.estimated,
+        make_report=report,
+    )
