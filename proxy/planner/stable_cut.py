@@ -34,16 +34,18 @@ class History:
 
 def history_units(layout: Layout, full: Sequence[int]) -> History:
     """The units cache mode may cut: whole units (a message, or a tool group) of optional
-    conversation history; each of their items is in recent_messages and not required.
-    System and developer messages, tagged items of other sections and the current turn
-    stay where they are (the planner decides about them as it does without cache mode)."""
+    conversation history before the current turn; their items in recent_messages, none
+    required.
+    System and developer messages, tagged items of other sections and the current turn,
+    with an agent's tool exchanges after it, stay where they are (the planner decides about
+    them as it does without cache mode)."""
     section, priority, roles = layout.section, layout.priority, layout.roles
     recent, required = Section.RECENT_MESSAGES, Priority.REQUIRED
     units: list[list[int]] = []
     cost: list[int] = []
     for unit in layout.units:
-        if not unit:
-            continue
+        if not unit or unit[0] >= layout.current_start:
+            continue  # an agent's exchanges after the task: the planner clears them
         ok = True
         for i in unit:
             if roles[i] in _SYSTEM_ROLES:

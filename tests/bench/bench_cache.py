@@ -100,7 +100,9 @@ def newest(tok: Any, budget: int) -> Trim:
 def methods(tok: Any, budget: int, truncate: bool = False) -> dict[str, Trim]:
     base = Policy(
         budget=BudgetPolicy(
-            ratio=0.8, reserve_output=False, on_required_overflow="truncate" if truncate else "reject"
+            ratio=0.8,
+            reserve_output=False,
+            on_required_overflow="truncate" if truncate else "reject",
         ),
         models={MODEL: ModelPolicy(context_window=budget * 5 // 4)},
     )
