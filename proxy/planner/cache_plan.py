@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.planner.cache_report import CacheCut, merged_report
+from proxy.planner.cache_summaries import offered, stable_cut
+from proxy.planner.extra_summaries import ExtraSummary
 from proxy.planner.history import query_texts
 from proxy.planner.items import Layout
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.recall import recall_message, speaker_line
 from proxy.planner.refusal import Refused
-from proxy.planner.stable_cut import cut_index, history_units, step_of
+from proxy.planner.stable_cut import history_units, step_of
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Tokenizer
@@ -34,6 +36,7 @@ def plan_stable(
     totals: tuple[int, int, int],
     terms: TermIndex | None,
     inner: Callable[[Body], PlanOutcome],
+    extra_summaries: Sequence[ExtraSummary] = (),
 ) -> PlanOutcome | None:
     """The outcome for an over-budget `body` in cache mode; None when it has no history
     to cut (then the ordinary planner decides). `totals`: budget, fixed overhead, tokens
@@ -48,11 +51,11 @@ def plan_stable(
     cap = math.floor(policy.cache.recall_share * budget) if recall_on else 0
     room = budget - fixed - other - cap
     step = step_of(budget, policy.cache.watermark)
-    n = cut_index(history.cost, room, step)
+    offers, summary_cap = offered(extra_summaries, tokenizer, policy, budget)
+    n, placed = stable_cut(history, room, step, offers, summary_cap, layout.current_start)
     if n == 0:
         return None
-    messages: list[Any] = list(body["messages"])
-    kept_cost = sum(history.cost[n:])
+    kept_cost = sum(history.cost[n:]) + sum(p.cost for p in placed)
     recall_room = min(cap, budget - fixed - other - kept_cost)
     recalled: list[int] = []
     extra: dict[str, str] | None = None
@@ -68,26 +71,30 @@ def plan_stable(
             extra, chosen = found
             recalled = [history.units[u][0] for u in chosen]
     gone = {i for unit in history.units[:n] for i in unit}
+    boundary = history.units[n][0] if n < len(history.units) else layout.current_start
+    cut = CacheCut(sorted(gone), set(recalled), [], history.tokens - kept_cost, step)
     reduced: list[Any] = []
-    origin: list[int | None] = []  # reduced message -> original index (None: the recall)
-    for i, m in enumerate(messages):
+    for i, m in enumerate(body["messages"]):
+        if i == boundary:  # summaries where what they cover was: at the cut
+            for p in placed:
+                cut.inserted[len(reduced)] = (i, p.summary)
+                reduced.append(p.message)
+                cut.origin.append(None)
         if extra is not None and i == layout.current_start:
             reduced.append(extra)
-            origin.append(None)
+            cut.origin.append(None)
         if i not in gone:
             reduced.append(m)
-            origin.append(i)
+            cut.origin.append(i)
+    for p in placed:
+        cut.summarized.update(i for i in range(p.summary.start, p.summary.end) if i in gone)
     try:
         result = inner({**body, "messages": reduced})
     except Refused as exc:  # the required parts alone are over: say it of the whole request
         why = exc.outcome
         why.tokens_before = before
         raise
-    cut = CacheCut(
-        sorted(gone), set(recalled), origin, history.tokens - kept_cost, step, len(history.units), n
-    )
-    report = merged_report(result, layout, cut, before)
-    dropped = len(gone) + result.dropped
+    summarized = len(cut.summarized)
     return PlanOutcome(
         body=result.body,
         changed=True,
@@ -95,12 +102,12 @@ def plan_stable(
         context_window=result.context_window,
         tokens_before=before,
         tokens_after=result.tokens_after,
-        dropped=dropped,
+        dropped=len(gone) - summarized + result.dropped,
         truncated=result.truncated,
-        summarized=result.summarized,
+        summarized=summarized + result.summarized,
         deduped=result.deduped,
         trimmed=len(gone) + result.trimmed,
         problems=[*layout.problems, *result.problems],
         estimated=result.estimated,
-        make_report=report,
+        make_report=merged_report(result, layout, cut, before),
     )

@@ -8,25 +8,28 @@ report (and the summarizer, which reads which messages were dropped) see one req
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from proxy.planner.extra_summaries import ExtraSummary
 from proxy.planner.items import Layout
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.report import ItemReport, PlanReport, SectionReport
 from proxy.types import Section
 
 _RECENT, _SYSTEM = Section.RECENT_MESSAGES.value, Section.SYSTEM_PROMPT.value
+_SUMMARY = Section.CONVERSATION_SUMMARY.value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CacheCut:
     gone: list[int]  # message indexes dropped by the stable cut
     recalled: set[int]  # of those, the ones the recall message holds
-    origin: list[int | None]  # forwarded-before-planning message -> request index (None: recall)
+    origin: list[int | None]  # shortened request's message -> request index (None: added)
     tokens: int  # history tokens before the cut
     step: int  # tokens the cut moves by
-    units: int  # history units
-    cut: int  # units before the cut
+    # Summaries placed: shortened request's index -> (the request index it sits before, it)
+    inserted: dict[int, tuple[int, ExtraSummary]] = field(default_factory=dict)
+    summarized: set[int] = field(default_factory=set)  # dropped messages a summary covers
 
 
 def merged_report(
@@ -51,6 +54,9 @@ def merged_report(
         )
         for i in cut.gone:
             why = where + ("; recalled for the current turn" if i in cut.recalled else "")
+            action = "summarize" if i in cut.summarized else "drop"
+            if i in cut.summarized:
+                why += "; a summary covers it"
             dropped[i] = [
                 ItemReport(
                     i,
@@ -61,34 +67,50 @@ def merged_report(
                     layout.tag[k],
                     layout.cost[k],
                     0,
-                    "drop",
+                    action,
                     why,
                 )
                 for k in layout.items_of(i)
             ]
-        recall_tokens = 0
+        added: dict[str, int] = {}  # tokens of what the cut added, planned as system messages
         items: list[ItemReport] = []
         for item in inner.items:
             origin = cut.origin[item.message] if item.message < len(cut.origin) else None
-            if origin is None:
-                recall_tokens += item.tokens_after
+            if origin is not None:
+                items.append(replace(item, message=origin))
+                continue
+            placed = cut.inserted.get(item.message)
+            section = _RECENT if placed is None else _SUMMARY
+            added[section] = added.get(section, 0) + item.tokens_after
+            if placed is None:
                 it = replace(
                     item,
                     message=layout.current_start,
                     kind="recall",
-                    section=_RECENT,
+                    section=section,
                     tag="cache recall",
                     action="summary-inserted",
                     reason=f"{len(cut.recalled)} earlier turns recalled for the current turn",
                 )
             else:
-                it = replace(item, message=origin)
+                at, summary = placed
+                it = replace(
+                    item,
+                    message=at,
+                    kind="summary",
+                    section=section,
+                    tag="proxy summary",
+                    action="summary-inserted",
+                    reason=f"summary of messages {summary.start}-{summary.end - 1} "
+                    f"({summary.key or 'proxy'}), placed at the stable cut",
+                    id=summary.key or None,
+                )
             items.append(it)
         for i in cut.gone:
             items.extend(dropped[i])
         # In message order; a stable sort keeps the recall item before the current turn's.
         report.items = sorted(items, key=_message)
-        report.sections = _sections(inner.sections, cut, layout, recall_tokens)
+        report.sections = _sections(inner.sections, cut, layout, added)
         return report
 
     return make
@@ -99,22 +121,30 @@ def _message(it: ItemReport) -> int:
 
 
 def _sections(
-    inner: Sequence[SectionReport], cut: CacheCut, layout: Layout, recall_tokens: int
+    inner: Sequence[SectionReport], cut: CacheCut, layout: Layout, added: dict[str, int]
 ) -> list[SectionReport]:
     out = {s.section: replace(s) for s in inner}
-    recent = out.get(_RECENT)
-    if recent is None:
-        recent = out[_RECENT] = SectionReport(_RECENT, "high", None, 0, 0, 0)
     for i in cut.gone:
         for k in layout.items_of(i):
-            recent.wanted += layout.cost[k]
-            recent.dropped += 1
-    if recall_tokens:  # the recall message was planned as a system message: it is history
-        system = out.get(_SYSTEM)
+            st = _section(out, layout.section[k].value)
+            st.wanted += layout.cost[k]
+            if i in cut.summarized:
+                st.summarized += 1
+            else:
+                st.dropped += 1
+    system = out.get(_SYSTEM)
+    for name, tokens in added.items():  # planned as system messages: they are history
         if system is not None:
-            system.wanted -= recall_tokens
-            system.used -= recall_tokens
+            system.wanted -= tokens
+            system.used -= tokens
             system.kept -= 1
-        recent.used += recall_tokens
-        recent.kept += 1
+        st = _section(out, name)
+        st.used += tokens
+        st.kept += 1
     return list(out.values())
+
+
+def _section(out: dict[str, SectionReport], name: str) -> SectionReport:
+    if name not in out:
+        out[name] = SectionReport(name, "high", None, 0, 0, 0)
+    return out[name]

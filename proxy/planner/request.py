@@ -114,14 +114,15 @@ def plan_request(
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
-        if cache and policy.cache.enabled and not extra_summaries:  # stable_cut.py
+        if cache and policy.cache.enabled:  # stable_cut.py
             inner = partial(
                 plan_request, policy=policy, tokenizer=tokenizer,
                 context_window=context_window, terms=terms, cache=False,
             )  # fmt: skip
             stable = plan_stable(
-                body, policy, tokenizer, layout, full, (budget, fixed, before), terms, inner
-            )
+                body, policy, tokenizer, layout, full, (budget, fixed, before), terms, inner,
+                extra_summaries,
+            )  # fmt: skip
             if stable is not None:
                 return stable
         add_summaries(layout, extra_summaries, tokenizer, policy)

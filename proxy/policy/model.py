@@ -84,8 +84,11 @@ class CachePolicy:
     stays the same (and the provider's prompt cache hits) until the next step."""
 
     enabled: bool = False
-    watermark: float = 0.75  # a step is (1 - watermark) * budget tokens of history
-    recall_share: float = 0.15  # budget share for earlier turns recalled after the stable part
+    # Measured on LoCoMo (bench_cache.py): 0.6-0.75 cache about the same share; 0.7 a
+    # little more at 8k. recall_share trades cache for recall: at 4k, 0.05 / 0.10 / 0.20
+    # of the budget cache 84% / 79% / 68% of trimmed prompts, recall 0.54 / 0.64 / 0.73.
+    watermark: float = 0.7  # a step is (1 - watermark) * budget tokens of history
+    recall_share: float = 0.1  # budget share for earlier turns recalled after the stable part
 
 
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(

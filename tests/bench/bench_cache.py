@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.questions and args.questions < len(cases):
         cases = sorted(random.Random(0).sample(cases, args.questions), key=lambda c: c.conv)
     results: dict[str, Any] = {"locomo": {}, "agents": {}}
-    for budget in map(int, args.budgets.split(",")):
+    for budget in [int(b) for b in args.budgets.split(",") if b]:
         rows: dict[str, Any] = {}
         trims = methods(tok, budget)
         for conv in convs:
@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         results["locomo"][str(budget)] = rows
         print_rows(f"LoCoMo, budget {budget}", rows)
     runs = load_runs(args.runs)
-    for budget in map(int, args.agent_budgets.split(",")) if runs else ():
+    for budget in [int(b) for b in args.agent_budgets.split(",") if b and runs]:
         trims = methods(tok, budget, truncate=True)
         totals: dict[str, list[Tally]] = {}
         for run in runs:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary
 from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE, speaker_line
 from proxy.planner.request import plan_request
 from proxy.planner.stable_cut import cut_index, step_of
@@ -291,3 +292,46 @@ def test_growing_conversations_break_only_at_steps(
         REAL, bodies[over[0]], bodies[over[0]]["messages"]
     )
     assert breaks <= added // step + 1
+
+
+# --- proxy summaries in cache mode --------------------------------------------------------
+
+
+def summaries_for(messages: list[dict[str, Any]], end: int) -> list[ExtraSummary]:
+    """A summary of every 8-message span before `end` (as the summarizer makes them)."""
+    return [
+        ExtraSummary(s, s + 8, f"span {s} talked about {TOPICS[(s // 2) % len(TOPICS)]}", f"k{s}")
+        for s in range(1, end - 8, 8)
+    ]
+
+
+def test_summaries_sit_at_the_cut_and_stay_put() -> None:
+    messages = conversation(60)
+    pol = policy()
+    previous: list[str] = []
+    placed_any = False
+    for body in replay(messages)[20:]:
+        current = len(body["messages"]) - 1
+        extra = summaries_for(messages, current)
+        result = plan_request(body, pol, WORDS, WINDOW, extra_summaries=extra)
+        out = result.body["messages"]
+        assert tokens(WORDS, body, out) <= 800
+        texts = [m["content"] for m in out if m["content"].startswith(SUMMARY_PREFIX)]
+        if texts:
+            placed_any = True
+            first = next(i for i, m in enumerate(out) if m["content"] in texts)
+            # right after the system prompt: where the spans they cover were
+            assert first == 1
+            assert all(out[1 + j]["content"] == t for j, t in enumerate(texts))
+            kept = [m for m in out[1 + len(texts) :] if m in messages]
+            first_kept = messages.index(kept[0])
+            for t in texts:
+                span = next(e for e in extra if SUMMARY_PREFIX + e.text == t)
+                assert span.end <= first_kept  # it covers only what was cut
+            report = result.report
+            assert result.summarized == sum(it.action == "summarize" for it in report.items)
+            assert sum(it.kind == "summary" for it in report.items) == len(texts)
+        # once placed, a summary stays put: the earlier ones lead the later list
+        assert texts[: len(previous)] == previous
+        previous = texts
+    assert placed_any

@@ -19,7 +19,7 @@ def problems_of(text: str) -> list[str]:
 
 
 def test_defaults_and_empty_file() -> None:
-    assert Policy().cache == CachePolicy(enabled=False, watermark=0.75, recall_share=0.15)
+    assert Policy().cache == CachePolicy(enabled=False, watermark=0.7, recall_share=0.1)
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
 
