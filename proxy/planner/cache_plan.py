@@ -60,13 +60,16 @@ def plan_stable(
     recalled: list[int] = []
     extra: dict[str, str] | None = None
     if recall_room > 0:
-        texts = [" ".join(layout.text[layout.base[i]] for i in unit) for unit in history.units]
-        lines = [
-            speaker_line(layout.stripped[unit[0]]) if len(unit) == 1 else None
-            for unit in history.units
+        text, base, units = layout.text, layout.base, history.units
+        texts = [
+            text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units
         ]
+
+        def line_of(u: int) -> str | None:
+            return speaker_line(layout.stripped[units[u][0]]) if len(units[u]) == 1 else None
+
         query, context = query_texts(layout)
-        found = recall_message(texts, lines, n, query, context, recall_room, tokenizer, terms)
+        found = recall_message(texts, line_of, n, query, context, recall_room, tokenizer, terms)
         if found is not None:
             extra, chosen = found
             recalled = [history.units[u][0] for u in chosen]

@@ -18,6 +18,7 @@ from proxy.types import Section
 
 _RECENT, _SYSTEM = Section.RECENT_MESSAGES.value, Section.SYSTEM_PROMPT.value
 _SUMMARY = Section.CONVERSATION_SUMMARY.value
+_SUMMARY_PRIORITY = "medium"  # the section's default (the planner's summaries say the same)
 
 
 @dataclass(slots=True)
@@ -88,6 +89,7 @@ def merged_report(
                     message=layout.current_start,
                     kind="recall",
                     section=section,
+                    priority="low",  # older history's: it is what was cut, brought back
                     tag="cache recall",
                     action="summary-inserted",
                     reason=f"{len(cut.recalled)} earlier turns recalled for the current turn",
@@ -99,6 +101,7 @@ def merged_report(
                     message=at,
                     kind="summary",
                     section=section,
+                    priority=_SUMMARY_PRIORITY,
                     tag="proxy summary",
                     action="summary-inserted",
                     reason=f"summary of messages {summary.start}-{summary.end - 1} "

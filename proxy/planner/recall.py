@@ -7,7 +7,7 @@ one synthetic message just before the current turn, and costs only its own token
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.relevance import TermIndex, score_history
@@ -42,7 +42,7 @@ def speaker_line(message: Any) -> str | None:
 
 def recall_message(
     texts: Sequence[str],
-    lines: Sequence[str | None],
+    line_of: Callable[[int], str | None],
     dropped: int,
     query: str,
     context: str,
@@ -50,9 +50,9 @@ def recall_message(
     tokenizer: Tokenizer,
     terms: TermIndex | None,
 ) -> tuple[dict[str, str], list[int]] | None:
-    """The recall message for the units before `dropped` (of the history's `texts`, whose
-    recallable ones have a line), at most `room` tokens, and the units it holds (oldest
-    first); None when nothing relevant fits.
+    """The recall message for the units before `dropped` (of the history's `texts`; a
+    recallable unit's line is `line_of(unit)`, else None), at most `room` tokens, and the
+    units it holds (oldest first); None when nothing relevant fits.
 
     Every unit is scored (the cut-off ones against the whole history: the same statistics
     and neighbour spread as without cache mode); the best cut-off ones go in, in
@@ -65,14 +65,17 @@ def recall_message(
         return None
     scores = score_history(query, texts, context=context, index=terms)
     ranked = sorted(
-        (u for u in range(dropped) if scores[u] > 0.0 and lines[u] is not None),
+        (u for u in range(dropped) if scores[u] > 0.0),
         key=lambda u: (-scores[u], -u),  # the best first; ties: the newer first
     )
     chosen: list[int] = []
+    lines: dict[int, str] = {}
     misses = 0
     for u in ranked:
-        line = lines[u]
-        assert line is not None
+        line = line_of(u)
+        if line is None:
+            continue
+        lines[u] = line
         cost = tokenizer.count_text("\n" + line)
         if used + cost <= room:
             chosen.append(u)
@@ -83,7 +86,7 @@ def recall_message(
                 break
     while chosen:
         chosen.sort()
-        text = "\n".join([RECALL_HEAD, *(lines[u] or "" for u in chosen)])
+        text = "\n".join([RECALL_HEAD, *(lines[u] for u in chosen)])
         message = {"role": RECALL_ROLE, "content": text}
         if tokenizer.count_message(message) <= room:  # counts are not quite additive
             return message, chosen

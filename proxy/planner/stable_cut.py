@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from proxy.planner.items import Layout
 from proxy.types import Priority, Section
 
-_SYSTEM_ROLES = ("system", "developer")
+_SYSTEM = ("system", "developer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,24 +39,26 @@ def history_units(layout: Layout, full: Sequence[int]) -> History:
     System and developer messages, tagged items of other sections and the current turn,
     with an agent's tool exchanges after it, stay where they are (the planner decides about
     them as it does without cache mode)."""
-    section, priority, roles = layout.section, layout.priority, layout.roles
-    recent, required = Section.RECENT_MESSAGES, Priority.REQUIRED
+    section, priority, roles, base = layout.section, layout.priority, layout.roles, layout.base
+    recent, required, split = Section.RECENT_MESSAGES, Priority.REQUIRED, layout.split
+    items_of = layout.items_of
     units: list[list[int]] = []
     cost: list[int] = []
+    if not split and len(layout.units) == len(base):  # every message a unit and one item
+        for i in range(min(layout.current_start, len(base))):  # per message: kept lean
+            k = base[i]
+            if section[k] is recent and priority[k] is not required and roles[i] not in _SYSTEM:
+                units.append([i])
+                cost.append(full[i])
+        return History(units, cost)
     for unit in layout.units:
         if not unit or unit[0] >= layout.current_start:
-            continue  # an agent's exchanges after the task: the planner clears them
-        ok = True
-        for i in unit:
-            if roles[i] in _SYSTEM_ROLES:
-                ok = False
-                break
-            for k in layout.items_of(i):
-                if section[k] is not recent or priority[k] is required:
-                    ok = False
-                    break
-            if not ok:
-                break
+            break  # an agent's exchanges after the task: the planner clears them
+        ok = all(
+            roles[i] not in _SYSTEM
+            and all(section[k] is recent and priority[k] is not required for k in items_of(i))
+            for i in unit
+        )
         if ok:
             units.append(list(unit))
             cost.append(sum(full[i] for i in unit))

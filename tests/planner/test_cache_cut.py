@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary
+from proxy.planner.items import MARKER
 from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE, speaker_line
+from proxy.planner.refusal import Refused
 from proxy.planner.request import plan_request
 from proxy.planner.stable_cut import cut_index, step_of
 from proxy.policy.model import BudgetPolicy, CachePolicy, HistoryPolicy, Policy
@@ -335,3 +337,25 @@ def test_summaries_sit_at_the_cut_and_stay_put() -> None:
         assert texts[: len(previous)] == previous
         previous = texts
     assert placed_any
+
+
+def test_required_overflow_is_refused_as_without_cache() -> None:
+    messages = [*conversation(30), {"role": "user", "content": "word " * 900}]
+    body = {"model": "m", "messages": messages}
+    with pytest.raises(Refused) as cached:
+        plan_request(body, policy(), WORDS, WINDOW)
+    with pytest.raises(Refused) as today:
+        plan_request(body, policy(enabled=False), WORDS, WINDOW)
+    assert cached.value.outcome.tokens_before == today.value.outcome.tokens_before
+    assert cached.value.outcome.budget == today.value.outcome.budget
+
+
+def test_required_overflow_truncates_as_without_cache() -> None:
+    pol = replace(
+        policy(), budget=BudgetPolicy(reserve_output=False, on_required_overflow="truncate")
+    )
+    messages = [*conversation(30), {"role": "user", "content": "word " * 900}]
+    body = {"model": "m", "messages": messages}
+    out = forwarded(body, pol)
+    assert tokens(WORDS, body, out) <= 800
+    assert out[-1]["content"].endswith(MARKER)
