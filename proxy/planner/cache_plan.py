@@ -110,7 +110,7 @@ def plan_stable(
         summarized=summarized + result.summarized,
         deduped=result.deduped,
         trimmed=len(gone) + result.trimmed,
-        problems=[*layout.problems, *result.problems],
+        problems=list(dict.fromkeys([*layout.problems, *result.problems])),  # planned twice
         estimated=result.estimated,
         make_report=merged_report(result, layout, cut, before),
     )

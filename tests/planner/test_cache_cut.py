@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proxy.cli.main import main
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary
 from proxy.planner.items import MARKER
 from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE, speaker_line
@@ -359,3 +361,20 @@ def test_required_overflow_truncates_as_without_cache() -> None:
     out = forwarded(body, pol)
     assert tokens(WORDS, body, out) <= 800
     assert out[-1]["content"].endswith(MARKER)
+
+
+def test_plan_command_explains_the_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "default.yaml").write_text(
+        "budget: {reserve_output: false}\nmodels:\n  m: {context_window: 1000}\n"
+        "cache: {enabled: true, recall_share: 0.3}\n"
+    )
+    messages = [*conversation(40), {"role": "user", "content": "and pottery?"}]
+    request = tmp_path / "req.json"
+    request.write_bytes(orjson.dumps({"model": "m", "messages": messages}))
+    assert main(["plan", str(request), "--policies", str(tmp_path), "--json"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    out = shown["request"]["messages"]
+    assert out[-1] == messages[-1] and out[-2]["content"].startswith(RECALL_HEAD)
+    items = shown["report"]["items"]
+    assert any("cache-stable cut" in it["reason"] for it in items if it["action"] == "drop")
+    assert shown["report"]["tokens_after"] <= shown["report"]["budget"]
