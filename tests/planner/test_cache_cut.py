@@ -210,6 +210,9 @@ def test_cache_off_is_todays_plan() -> None:
         off = plan_request(body, policy(enabled=False), WORDS, WINDOW).body
         plain = plan_request(body, Policy(budget=BudgetPolicy(reserve_output=False)), WORDS, WINDOW)
         assert orjson.dumps(off) == orjson.dumps(plain.body)
+        # cache=False plans as today even where the policy turns cache mode on
+        bypass = plan_request(body, policy(), WORDS, WINDOW, cache=False).body
+        assert orjson.dumps(bypass) == orjson.dumps(off)
 
 
 def test_report_and_counts_name_the_dropped_messages() -> None:
@@ -250,6 +253,9 @@ def test_tool_groups_stay_whole() -> None:
 def test_speaker_line() -> None:
     assert speaker_line({"role": "user", "content": "hi"}) == "User: hi"
     assert speaker_line({"role": "assistant", "content": "yo", "name": "Bo"}) == "Bo: yo"
+    assert speaker_line({"role": "user", "content": "Evan: my Prius"}) == "Evan: my Prius"
+    assert speaker_line({"role": "user", "content": "a: b"}) == "a: b"
+    assert speaker_line({"role": "user", "content": "at 10:30 ok"}) == "User: at 10:30 ok"
     assert speaker_line({"role": "tool", "content": "x"}) is None
     assert speaker_line({"role": "user", "content": [{"type": "text", "text": "x"}]}) is None
     assert speaker_line({"role": "assistant", "content": "x", "tool_calls": [{}]}) is None
