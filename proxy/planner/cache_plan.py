@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from proxy.planner.cache_report import CacheCut, merged_report
@@ -98,19 +99,14 @@ def plan_stable(
         why.tokens_before = before
         raise
     summarized = len(cut.summarized)
-    return PlanOutcome(
-        body=result.body,
+    # The inner outcome with the whole request's figures: its other counts stand as they are.
+    return replace(
+        result,
         changed=True,
-        budget=result.budget,
-        context_window=result.context_window,
         tokens_before=before,
-        tokens_after=result.tokens_after,
         dropped=len(gone) - summarized + result.dropped,
-        truncated=result.truncated,
         summarized=summarized + result.summarized,
-        deduped=result.deduped,
         trimmed=len(gone) + result.trimmed,
         problems=list(dict.fromkeys([*layout.problems, *result.problems])),  # planned twice
-        estimated=result.estimated,
         make_report=merged_report(result, layout, cut, before),
     )
