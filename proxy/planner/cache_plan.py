@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from proxy.planner.cache_report import CacheCut, merged_report
-from proxy.planner.cache_summaries import offered, stable_cut
+from proxy.planner.cache_summaries import cut_with_summaries, offered
 from proxy.planner.extra_summaries import ExtraSummary
 from proxy.planner.history import query_texts
 from proxy.planner.items import Layout
@@ -53,7 +53,7 @@ def plan_stable(
     room = budget - fixed - other - cap
     step = step_of(budget, policy.cache.watermark)
     offers, summary_cap = offered(extra_summaries, tokenizer, policy, budget)
-    n, placed = stable_cut(history, room, step, offers, summary_cap, layout.current_start)
+    n, placed = cut_with_summaries(history, room, step, offers, summary_cap, layout.current_start)
     if n == 0:
         return None
     kept_cost = sum(history.cost[n:]) + sum(p.cost for p in placed)

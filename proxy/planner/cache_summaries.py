@@ -40,7 +40,7 @@ def offered(
     return out, math.floor(ratio * budget)
 
 
-def stable_cut(
+def cut_with_summaries(
     history: History, room: int, step: int, offers: Sequence[Placed], cap: int, end: int
 ) -> tuple[int, list[Placed]]:
     """The cut (units dropped) and the summaries placed: those covering only dropped
