@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proxy.cli.main import main
@@ -266,33 +266,53 @@ def test_speaker_line() -> None:
 turn_text = st.lists(st.sampled_from([*TOPICS, "the", "a", "ok", "x"]), min_size=1, max_size=40)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(st.tuples(turn_text, turn_text), min_size=5, max_size=45),
+    st.lists(st.tuples(turn_text, turn_text, st.integers(0, 3)), min_size=5, max_size=45),
     st.sampled_from([0.5, 0.75, 0.9]),
     st.sampled_from([0.05, 0.15, 0.3]),
 )
 def test_growing_conversations_break_only_at_steps(
-    turns: list[tuple[list[str], list[str]]], watermark: float, share: float
+    turns: list[tuple[list[str], list[str], int]], watermark: float, share: float
 ) -> None:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
-    for t, (asked, said) in enumerate(turns):
+    for t, (asked, said, tools) in enumerate(turns):
         messages.append({"role": "user", "content": f"q{t} " + " ".join(asked)})
+        if tools:  # a tool group in the history: kept or cut whole
+            calls = [
+                {
+                    "id": f"c{t}_{j}",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": "{}"},
+                }
+                for j in range(tools)
+            ]
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            for j in range(tools):
+                text = " ".join(said * (j + 1))
+                messages.append({"role": "tool", "tool_call_id": f"c{t}_{j}", "content": text})
         messages.append({"role": "assistant", "content": f"a{t} " + " ".join(said)})
     pol = policy(watermark=watermark, recall_share=share)
-    budget = 800
+    budget = 300  # a window of 375: most drawn conversations outgrow it
     step = step_of(budget, watermark)
     bodies = replay(messages)
     terms = TermIndex()
-    outs = [forwarded(b, pol, REAL, terms=terms) for b in bodies]
+    outs = [plan_request(b, pol, REAL, 375, terms=terms).body["messages"] for b in bodies]
     over = [k for k, b in enumerate(bodies) if tokens(REAL, b, b["messages"]) > budget]
     for b, out in zip(bodies, outs, strict=True):
         assert tokens(REAL, b, out) <= budget
         assert out[-1] == b["messages"][-1]
         assert out[0] == b["messages"][0]
+        ids = {c["id"] for m in out for c in m.get("tool_calls") or ()}
+        assert ids == {m["tool_call_id"] for m in out if m.get("role") == "tool"}
+        # what is forwarded comes from the request (or is the recall), in its order
+        from_request = [m for m in out if not str(m.get("content")).startswith(RECALL_HEAD)]
+        where = [b["messages"].index(m) for m in from_request]
+        assert where == sorted(where)
     for k, b in enumerate(bodies):
         if k not in over:
             assert outs[k] == b["messages"]
+    event("trimmed turns" if len(over) >= 2 else "within budget")
     if len(over) < 2:
         return
     breaks = sum(
