@@ -21,10 +21,11 @@ from proxy.planner.history import query_texts
 from proxy.planner.items import Layout
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.recall import recall_message, speaker_line
+from proxy.planner.recall_need import recall_need, recall_size
 from proxy.planner.refusal import Refused
 from proxy.planner.stable_cut import history_units, step_of
 from proxy.policy import Policy
-from proxy.relevance import TermIndex
+from proxy.relevance import TermIndex, score_history
 from proxy.types import Body, Tokenizer
 
 
@@ -49,32 +50,50 @@ def plan_stable(
     in_history = {i for unit in history.units for i in unit}
     other = sum(c for i, c in enumerate(full) if i not in in_history)
     recall_on = policy.history.relevance == "bm25"
-    cap = math.floor(policy.cache.recall_share * budget) if recall_on else 0
-    room = budget - fixed - other - cap
-    step = step_of(budget, policy.cache.watermark)
+    cache = policy.cache
+    cap = math.floor(cache.recall_share * budget) if recall_on else 0
+    reserve = min(cap, math.floor(cache.recall_reserve * budget))
+    room = budget - fixed - other - reserve
+    step = step_of(budget, cache.watermark)
     offers, summary_cap = offered(extra_summaries, tokenizer, policy, budget)
     n, placed = cut_with_summaries(history, room, step, offers, summary_cap, layout.current_start)
     if n == 0:
         return None
-    kept_cost = sum(history.cost[n:]) + sum(p.cost for p in placed)
-    recall_room = min(cap, budget - fixed - other - kept_cost)
+    units, cost = history.units, history.cost
+    end = len(units)  # forwarded history: units n .. end - 1
+    kept_cost = sum(cost[n:]) + sum(p.cost for p in placed)
     recalled: list[int] = []
     extra: dict[str, str] | None = None
-    if recall_room > 0:
-        text, base, units = layout.text, layout.base, history.units
+    if cap > 0:
+        text, base = layout.text, layout.base
         texts = [
             text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units
         ]
+        query, context = query_texts(layout)
+        scores = score_history(query, texts, context=context, index=terms) if query.strip() else []
+        flags = [u < n for u in range(len(units))]
+        need = recall_need(scores, flags, cost, budget - fixed - other)
+        want = recall_size(need, cache.recall_floor, cache.recall_full, cap)
+        free = budget - fixed - other - kept_cost
+        # A recall larger than the room the cut left takes the newest forwarded turns'
+        # room: the prefix before them is the one the last request sent (still cached).
+        while free < want and end > n:
+            end -= 1
+            free += cost[end]
+            kept_cost -= cost[end]
 
         def line_of(u: int) -> str | None:
             return speaker_line(layout.stripped[units[u][0]]) if len(units[u]) == 1 else None
 
-        query, context = query_texts(layout)
-        found = recall_message(texts, line_of, n, query, context, recall_room, tokenizer, terms)
+        room_r = min(want, free)
+        candidates = [*range(n), *range(end, len(units))]
+        found = None
+        if room_r > 0:
+            found = recall_message(line_of, candidates, scores, room_r, tokenizer)
         if found is not None:
             extra, chosen = found
-            recalled = [history.units[u][0] for u in chosen]
-    gone = {i for unit in history.units[:n] for i in unit}
+            recalled = [units[u][0] for u in chosen]
+    gone = {i for unit in (*units[:n], *units[end:]) for i in unit}
     boundary = history.units[n][0] if n < len(history.units) else layout.current_start
     cut = CacheCut(sorted(gone), set(recalled), [], history.tokens - kept_cost, step)
     reduced: list[Any] = []

@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from proxy.relevance import TermIndex, score_history
 from proxy.types import Tokenizer
 
 RECALL_HEAD = "[context-proxy: recalled from earlier in this conversation]"
@@ -48,31 +47,27 @@ def speaker_line(message: Any) -> str | None:
 
 
 def recall_message(
-    texts: Sequence[str],
     line_of: Callable[[int], str | None],
-    dropped: int,
-    query: str,
-    context: str,
+    candidates: Sequence[int],
+    scores: Sequence[float],
     room: int,
     tokenizer: Tokenizer,
-    terms: TermIndex | None,
 ) -> tuple[dict[str, str], list[int]] | None:
-    """The recall message for the units before `dropped` (of the history's `texts`; a
+    """The recall message for the `candidates` units of the history (not forwarded; a
     recallable unit's line is `line_of(unit)`, else None), at most `room` tokens, and the
     units it holds (oldest first); None when nothing relevant fits.
 
-    Every unit is scored (the cut-off ones against the whole history: the same statistics
-    and neighbour spread as without cache mode); the best cut-off ones go in, in
-    conversation order, while the message fits."""
-    if dropped <= 0 or not query.strip():
+    `scores`: every unit's relevance (the candidates scored against the whole history:
+    the same statistics and neighbour spread as without cache mode); the best candidates
+    go in, in conversation order, while the message fits."""
+    if not candidates:
         return None
     head = {"role": RECALL_ROLE, "content": RECALL_HEAD}
     used = tokenizer.count_message(head)
     if used >= room:
         return None
-    scores = score_history(query, texts, context=context, index=terms)
     ranked = sorted(
-        (u for u in range(dropped) if scores[u] > 0.0),
+        (u for u in candidates if scores[u] > 0.0),
         key=lambda u: (-scores[u], -u),  # the best first; ties: the newer first
     )
     chosen: list[int] = []

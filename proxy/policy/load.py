@@ -102,7 +102,14 @@ TOP_LEVEL: dict[str, Field] = {
         "daily_token_cap": opt(positive_int),
         "chunk_turns": positive_int,
     },
-    "cache": {"enabled": yes_no, "watermark": ratio, "recall_share": ratio},
+    "cache": {
+        "enabled": yes_no,
+        "watermark": ratio,
+        "recall_share": ratio,
+        "recall_reserve": ratio,
+        "recall_floor": ratio,
+        "recall_full": ratio,
+    },
 }
 
 

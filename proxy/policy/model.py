@@ -85,10 +85,20 @@ class CachePolicy:
 
     enabled: bool = False
     # Measured on LoCoMo (bench_cache.py): 0.6-0.75 cache about the same share; 0.7 a
-    # little more at 8k. recall_share trades cache for recall: at 4k, 0.05 / 0.10 / 0.20
-    # of the budget cache 84% / 79% / 68% of trimmed prompts, recall 0.54 / 0.64 / 0.73.
+    # little more at 8k.
     watermark: float = 0.7  # a step is (1 - watermark) * budget tokens of history
-    recall_share: float = 0.1  # budget share for earlier turns recalled after the stable part
+    # The recall message (earlier turns after the stable part) is sized per request by its
+    # need (recall_need.py: the cut-off share of what relevance would pick): none at or
+    # below recall_floor, up to recall_share of the budget from recall_full on. The stable
+    # cut keeps recall_reserve of the budget free; a larger recall drops the newest
+    # forwarded turns (the cached prefix before them stays) and may recall them. Measured
+    # on LoCoMo (bench_cache.py, 4 conversations): floor 0.65 / 0.7 / 0.75 cache 74% / 77%
+    # / 81% of trimmed prompts at 4k, evidence recall 0.86 / 0.84 / 0.77 (8k: 92% / 93% /
+    # 94%, 0.81 / 0.70 / 0.48).
+    recall_share: float = 0.5
+    recall_reserve: float = 0.0
+    recall_floor: float = 0.65
+    recall_full: float = 0.95
 
 
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(

@@ -97,7 +97,9 @@ def newest(tok: Any, budget: int) -> Trim:
     return run
 
 
-def methods(tok: Any, budget: int, truncate: bool = False) -> dict[str, Trim]:
+def methods(
+    tok: Any, budget: int, truncate: bool = False, cache: CachePolicy | None = None
+) -> dict[str, Trim]:
     base = Policy(
         budget=BudgetPolicy(
             ratio=0.8,
@@ -107,7 +109,7 @@ def methods(tok: Any, budget: int, truncate: bool = False) -> dict[str, Trim]:
         models={MODEL: ModelPolicy(context_window=budget * 5 // 4)},
     )
     return {
-        "cache": planner(replace(base, cache=CachePolicy(enabled=True)), tok),
+        "cache": planner(replace(base, cache=replace(cache or CachePolicy(), enabled=True)), tok),
         "per-request": planner(base, tok),
         "keep-newest": newest(tok, budget),
     }
@@ -204,7 +206,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--budgets", default="4000,8000")
     ap.add_argument("--agent-budgets", default="16000,32000")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--cache", default="", help="cache policy keys, e.g. recall_share=0.4,...")
+    ap.add_argument("--methods", default="", help="only these methods (comma-separated)")
     args = ap.parse_args(argv)
+    keys = dict(kv.split("=") for kv in args.cache.split(",") if kv)
+    cache = replace(CachePolicy(), **{k: float(v) for k, v in keys.items()})
     tok = tokenizer()
     convs, cases, _ = load(DEFAULT_PATH.resolve())
     convs = convs[: args.convs]
@@ -214,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: dict[str, Any] = {"locomo": {}, "agents": {}}
     for budget in [int(b) for b in args.budgets.split(",") if b]:
         rows: dict[str, Any] = {}
-        trims = methods(tok, budget)
+        trims = pick(methods(tok, budget, cache=cache), args.methods)
         for conv in convs:
             for name, tally in replay(chat_requests(conv), trims, tok, budget).items():
                 rows.setdefault(name, []).append(tally)
@@ -243,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_rows(f"LoCoMo, budget {budget}", rows)
     runs = load_runs(args.runs)
     for budget in [int(b) for b in args.agent_budgets.split(",") if b and runs]:
-        trims = methods(tok, budget, truncate=True)
+        trims = pick(methods(tok, budget, truncate=True, cache=cache), args.methods)
         totals: dict[str, list[Tally]] = {}
         for run in runs:
             messages = run["messages"]
@@ -267,11 +273,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "convs": len(convs),
         "questions": len(cases),
         "runs": len(runs),
-        "cache_policy": orjson.loads(orjson.dumps(CachePolicy())),
+        "cache_policy": orjson.loads(orjson.dumps(cache)),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps({"meta": meta, **results}, option=orjson.OPT_INDENT_2))
     print(f"wrote {args.out}")
+
+
+def pick(trims: dict[str, Trim], names: str) -> dict[str, Trim]:
+    wanted = [n for n in names.split(",") if n]
+    return {k: v for k, v in trims.items() if not wanted or k in wanted}
 
 
 def print_rows(title: str, rows: dict[str, Any]) -> None:

@@ -149,9 +149,12 @@ def test_consecutive_turns_keep_the_forwarded_prefix() -> None:
 
 def test_recall_message_goes_just_before_the_current_turn() -> None:
     messages = conversation(40)
-    messages.append({"role": "user", "content": "What did I say about pottery and chess?"})
+    # w4x1 and w5x2 are words of turns 4 and 5 (pottery, chess), long cut off: the turn
+    # points into the cut-off past, so it gets a recall (recall_need.py).
+    ask = "What did I say about pottery w4x1 and chess w5x2?"
+    messages.append({"role": "user", "content": ask})
     body = {"model": "gpt-4o-mini", "messages": messages}
-    out = forwarded(body, policy())
+    out = forwarded(body, policy(recall_share=0.1))
     assert out[-1] == messages[-1]
     recall = out[-2]
     assert recall["role"] == RECALL_ROLE
@@ -168,10 +171,11 @@ def test_recall_message_goes_just_before_the_current_turn() -> None:
 
 def test_recall_respects_its_share() -> None:
     messages = conversation(40)
-    messages.append({"role": "user", "content": "Tell me again about pottery chess violin Paris"})
+    ask = "Tell me again about pottery chess violin Paris w4x1 w5x2 w0x3 w1x4"
+    messages.append({"role": "user", "content": ask})
     body = {"model": "gpt-4o-mini", "messages": messages}
     for share in (0.05, 0.1, 0.2):
-        out = forwarded(body, policy(recall_share=share))
+        out = forwarded(body, policy(recall_share=share, recall_floor=0.0))
         recall = [m for m in out if str(m.get("content")).startswith(RECALL_HEAD)]
         assert recall
         assert WORDS.count_message(recall[0]) <= share * 800
@@ -216,7 +220,7 @@ def test_cache_off_is_todays_plan() -> None:
 
 
 def test_report_and_counts_name_the_dropped_messages() -> None:
-    messages = [*conversation(40), {"role": "user", "content": "and pottery?"}]
+    messages = [*conversation(40), {"role": "user", "content": "and pottery w4x1?"}]
     result = plan_request({"model": "m", "messages": messages}, policy(), WORDS, WINDOW)
     out = result.body["messages"]
     kept = [m for m in out if m in messages]
@@ -394,7 +398,7 @@ def test_plan_command_explains_the_cut(tmp_path: Path, capsys: pytest.CaptureFix
         "budget: {reserve_output: false}\nmodels:\n  m: {context_window: 1000}\n"
         "cache: {enabled: true, recall_share: 0.3}\n"
     )
-    messages = [*conversation(40), {"role": "user", "content": "and pottery?"}]
+    messages = [*conversation(40), {"role": "user", "content": "and pottery w4x1?"}]
     request = tmp_path / "req.json"
     request.write_bytes(orjson.dumps({"model": "m", "messages": messages}))
     assert main(["plan", str(request), "--policies", str(tmp_path), "--json"]) == 0

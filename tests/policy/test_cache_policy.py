@@ -19,7 +19,14 @@ def problems_of(text: str) -> list[str]:
 
 
 def test_defaults_and_empty_file() -> None:
-    assert Policy().cache == CachePolicy(enabled=False, watermark=0.7, recall_share=0.1)
+    assert Policy().cache == CachePolicy(
+        enabled=False,
+        watermark=0.7,
+        recall_share=0.5,
+        recall_reserve=0.0,
+        recall_floor=0.65,
+        recall_full=0.95,
+    )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
 
