@@ -28,6 +28,8 @@ from proxy.policy import Policy
 from proxy.relevance import TermIndex, score_history
 from proxy.types import Body, Tokenizer
 
+_LOOP = ("assistant", "tool", "function")  # after the current turn: an agent's exchanges
+
 
 def plan_stable(
     body: Body,
@@ -64,7 +66,12 @@ def plan_stable(
     kept_cost = sum(cost[n:]) + sum(p.cost for p in placed)
     recalled: list[int] = []
     extra: dict[str, str] | None = None
-    if cap > 0:
+    # In an agent's loop (exchanges after the current turn) the recall would sit before
+    # every step's exchanges and change as they grow, so that none of them were cached:
+    # it is made for a chat turn only (agent runs at 16k: 68% -> 78% of trimmed prompt
+    # tokens cached; with the old fixed share 76%).
+    looping = any(r in _LOOP for r in layout.roles[layout.current_start :])
+    if cap > 0 and not looping:
         text, base = layout.text, layout.base
         texts = [
             text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units

@@ -93,3 +93,21 @@ def test_a_large_recall_keeps_the_cached_prefix() -> None:
     assert recall_of(outs[1])
     assert len(deep) < len(first) and first[: len(deep)] == deep
     assert last[: len(first)] == first
+
+
+def test_no_recall_inside_an_agent_loop() -> None:
+    """In an agent's loop the recall would sit before every step's exchanges and change
+    as they grow (none of them cached): only the loop's first request (the chat turn) has
+    one."""
+    old = [f"w{t}x{t % 12}" for t in (1, 2, 3, 4, 5, 6)]
+    turn = [*conversation(40), {"role": "user", "content": "Look up " + " ".join(old)}]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    loop = [
+        *turn,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found w1x1 and more"},
+    ]
+    assert recall_of(forwarded({"model": "m", "messages": turn}, policy()))
+    out = forwarded({"model": "m", "messages": loop}, policy())
+    assert recall_of(out) == []
+    assert out[-3:] == loop[-3:]
