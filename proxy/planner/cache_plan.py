@@ -1,10 +1,12 @@
 """Cache mode: an over-budget conversation cut at a stable point, recall after it, then planned.
 
 The history before the stable cut (stable_cut.py) is dropped; what relevance brings back
-of it for the current turn goes in one message just before the current turn (recall.py);
-the rest is forwarded as it came. The shortened request then goes through the ordinary
-planner (cache off), which forwards it untouched when it fits, as it does by design, and
-otherwise trims what the cut left over the budget: every request still fits.
+of it for the current turn goes in one message just before the current turn (recall.py),
+sized by how much the turn needs the cut-off past (recall_need.py; a large one takes the
+newest forwarded turns' room); the rest is forwarded as it came. The shortened request
+then goes through the ordinary planner (cache off), which forwards it untouched when it
+fits, as it does by design, and otherwise trims what the cut left over the budget: every
+request still fits.
 """
 
 from __future__ import annotations
