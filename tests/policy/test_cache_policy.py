@@ -72,3 +72,13 @@ def test_default_policy_file_lists_the_cache_keys() -> None:
     policy = load_policy_dir(ROOT / "policies").default
     assert policy.cache.watermark == CachePolicy().watermark
     assert policy.cache.recall_share == CachePolicy().recall_share
+
+
+def test_recall_sizing_keys_load_and_are_checked() -> None:
+    text = "cache: {recall_reserve: 0.05, recall_floor: 0.5, recall_full: 0.9}\n"
+    cache = load_policy_text(text, "p.yaml", "p").cache
+    assert (cache.recall_reserve, cache.recall_floor, cache.recall_full) == (0.05, 0.5, 0.9)
+    problems = problems_of("team: t\ncache:\n  recall_floor: 1.5\n")
+    assert any("p.yaml:3:" in p and "recall_floor" in p for p in problems)
+    default = (ROOT / "policies" / "default.yaml").read_text()
+    assert "recall_floor:" in default and "recall_full:" in default
