@@ -16,6 +16,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.allocation import Plan, Planner
 from proxy.planner.budget import compute_budget
 from proxy.planner.budget_note import budget_note, note_cost
+from proxy.planner.cache_plan import plan_stable
 from proxy.planner.costs import measure, overhead, untagged_counts
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.fit import Fit, count_forwarded, known_counts
@@ -48,10 +49,12 @@ def plan_request(
     *,
     extra_summaries: Sequence[ExtraSummary] = (),
     terms: TermIndex | None = None,
+    cache: bool = True,
 ) -> PlanOutcome:
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
     required parts alone exceed the budget and the policy says reject. `terms` keeps the
-    history's words between requests (relevance scoring); without it nothing is kept."""
+    history's words between requests (relevance scoring); without it nothing is kept.
+    `cache`: False plans without cache mode even where the policy turns it on."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
@@ -111,6 +114,17 @@ def plan_request(
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
+        if cache and policy.cache.enabled:  # stable_cut.py
+            inner = partial(
+                plan_request, policy=policy, tokenizer=tokenizer,
+                context_window=context_window, terms=terms, cache=False,
+            )  # fmt: skip
+            stable = plan_stable(
+                body, policy, tokenizer, layout, full, (budget, fixed, before), terms, inner,
+                extra_summaries,
+            )  # fmt: skip
+            if stable is not None:
+                return stable
         add_summaries(layout, extra_summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
         planner = Planner(layout, policy, tokenizer, context_window, terms)

@@ -15,6 +15,7 @@ from proxy.policy.model import (
     DEFAULT_HEADINGS,
     DEFAULT_SECTIONS,
     BudgetPolicy,
+    CachePolicy,
     HistoryPolicy,
     ModelPolicy,
     Policy,
@@ -108,6 +109,14 @@ TOP_LEVEL: dict[str, Field] = {
         "concurrency": positive_int,
         "daily_token_cap": opt(positive_int),
         "chunk_turns": positive_int,
+    },
+    "cache": {
+        "enabled": yes_no,
+        "watermark": ratio,
+        "recall_share": ratio,
+        "recall_reserve": ratio,
+        "recall_floor": ratio,
+        "recall_full": ratio,
     },
 }
 
@@ -204,6 +213,7 @@ def _build(values: dict[str, Any], source: str, name: str) -> Policy:
         quotas=sub("quotas", QuotaPolicy),
         visibility=sub("visibility", VisibilityPolicy),
         summaries=sub("summaries", SummaryPolicy),
+        cache=sub("cache", CachePolicy),
     )
 
 
@@ -216,6 +226,9 @@ def _check_relations(policy: Policy, root: yaml.Node, problems: Problems) -> Non
     if policy.thresholds.warning > policy.thresholds.critical:
         node = _child(root, "thresholds") or root
         problems.add(node, "thresholds.warning must not exceed thresholds.critical")
+    if policy.cache.watermark >= 1.0:  # a step of (1 - watermark) * budget must be > 0
+        node = _child(_child(root, "cache") or root, "watermark") or root
+        problems.add(node, "cache.watermark must be below 1 (the cut moves in steps of 1 - it)")
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", policy.team):
         node = _child(root, "team") or root
         problems.add(node, "team must be 1-64 letters, digits, '_', '-' or '.'")

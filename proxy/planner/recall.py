@@ -1,0 +1,97 @@
+"""Recall: the turns cut off by a stable cut that matter to the current turn, as one message.
+
+Cache mode keeps a prefix of the conversation unchanged from turn to turn; what relevance
+brings back for the current question changes every turn, so it goes after that prefix, in
+one synthetic message just before the current turn, and costs only its own tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from proxy.types import Tokenizer
+
+RECALL_HEAD = "[context-proxy: recalled from earlier in this conversation]"
+# The role of the recalled message. "system": it is the proxy speaking, not the user, and
+# the proxy already places its summaries as system messages mid-conversation (so a client
+# or template that takes those takes this); a second "user" message in a row would put
+# words in the user's mouth and breaks strict user/assistant alternation just the same.
+RECALL_ROLE = "system"
+_SPEAKERS = ("user", "assistant")
+# A speaker label at the start of a turn ("Evan: ..."), as relevance reads it (term_index):
+# such a turn is recalled as it is; "User: Evan: ..." would spend tokens to say less.
+# (On LoCoMo at 4k that leaves room for about 1 point more evidence.)
+_LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
+# Turns tried past the first that did not fit: the rest are scored lower still, and a
+# long history would otherwise be counted turn by turn on every request.
+_MISSES = 32
+
+
+def speaker_line(message: Any) -> str | None:
+    """'Speaker: text' for a plain user or assistant message; None for anything else
+    (tool calls and results, images, empty text are not recalled)."""
+    if not isinstance(message, dict):
+        return None
+    role, content = message.get("role"), message.get("content")
+    if role not in _SPEAKERS or not isinstance(content, str) or not content.strip():
+        return None
+    if message.get("tool_calls") or message.get("function_call"):
+        return None
+    name = message.get("name")
+    if not (isinstance(name, str) and name) and _LABEL.match(content):
+        return content  # it says who spoke already, as transcripts and group chats do
+    speaker = name if isinstance(name, str) and name else str(role).capitalize()
+    return f"{speaker}: {content}"
+
+
+def recall_message(
+    line_of: Callable[[int], str | None],
+    candidates: Sequence[int],
+    scores: Sequence[float],
+    room: int,
+    tokenizer: Tokenizer,
+) -> tuple[dict[str, str], list[int]] | None:
+    """The recall message for the `candidates` units of the history (not forwarded; a
+    recallable unit's line is `line_of(unit)`, else None), at most `room` tokens, and the
+    units it holds (oldest first); None when nothing relevant fits.
+
+    `scores`: every unit's relevance (the candidates scored against the whole history:
+    the same statistics and neighbour spread as without cache mode); the best candidates
+    go in, in conversation order, while the message fits."""
+    if not candidates:
+        return None
+    head = {"role": RECALL_ROLE, "content": RECALL_HEAD}
+    used = tokenizer.count_message(head)
+    if used >= room:
+        return None
+    ranked = sorted(
+        (u for u in candidates if scores[u] > 0.0),
+        key=lambda u: (-scores[u], -u),  # the best first; ties: the newer first
+    )
+    chosen: list[int] = []
+    lines: dict[int, str] = {}
+    misses = 0
+    for u in ranked:
+        line = line_of(u)
+        if line is None:
+            continue
+        lines[u] = line
+        cost = tokenizer.count_text("\n" + line)
+        if used + cost <= room:
+            chosen.append(u)
+            used += cost
+        else:
+            misses += 1
+            if misses > _MISSES or room - used < 8:
+                break
+    while chosen:
+        chosen.sort()
+        text = "\n".join([RECALL_HEAD, *(lines[u] for u in chosen)])
+        message = {"role": RECALL_ROLE, "content": text}
+        if tokenizer.count_message(message) <= room:  # counts are not quite additive
+            return message, chosen
+        worst = min(chosen, key=lambda u: (scores[u], u))
+        chosen.remove(worst)
+    return None
