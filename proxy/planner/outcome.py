@@ -54,6 +54,10 @@ def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome
     )
 
 
+_TRIMS = (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE, Action.CLEAR)
+_ZEROS = (0,) * len(_TRIMS)
+
+
 def outcome(
     body: Body,
     forwarded: Body,
@@ -66,10 +70,12 @@ def outcome(
     names: tuple[str, bool],
     report: Callable[[], PlanReport],
 ) -> PlanOutcome:
-    trimmed = sum(
-        counts.get(a, 0)
-        for a in (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE, Action.CLEAR)
-    )
+    if not counts:  # the common case, a request forwarded as it came: nothing to add up
+        return PlanOutcome(
+            forwarded, changed, totals[0], totals[1], before, after, 0, 0, 0, 0, 0,
+            problems, names[1], report,
+        )  # fmt: skip
+    trimmed = sum(map(counts.get, _TRIMS, _ZEROS))
     cleared = counts.get(Action.CLEAR, 0)
     return PlanOutcome(
         body=forwarded,

@@ -76,7 +76,13 @@ def plan_request(
     fixed: int | None = None
     if known is not None:
         # The common case, kept lean: count (cached per message) and compare.
-        fixed = overhead(tokenizer, body, messages)  # untagged: forwarded as they are
+        # Untagged: forwarded as they are, every one a dict (untagged_counts checked), so
+        # the body itself is what is counted: no copy of it per request.
+        fixed = (
+            tokenizer.count_request_overhead(body)
+            if messages is body.get("messages")
+            else overhead(tokenizer, body, messages)
+        )
         before = sum(known) + fixed
         if budget is None or before <= budget:
             return outcome(
