@@ -14,8 +14,14 @@ from proxy.errors import ProxyError
 from proxy.items import is_responses_body, to_chat
 from proxy.planner import plan_request
 from proxy.policy import PolicyError, load_policy_dir
-from proxy.server.request_body import check_chat_body, check_responses_body, parse_model_body
-from proxy.server.responses_api import note_previous, report_json, rewritten
+from proxy.server import (
+    check_chat_body,
+    check_responses_body,
+    note_previous,
+    parse_model_body,
+    report_json,
+    rewritten,
+)
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.usage import level_for
 

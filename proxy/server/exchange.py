@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model, request_cost, trim_savings
 from proxy.types import Level, Tokenizer
-from proxy.usage import OTHER, UsageRecord, level_for
-from proxy.usage.ledger import utc_now_iso
+from proxy.usage import OTHER, UsageRecord, level_for, utc_now_iso
 
 _LEVELS = {level: level.value.encode("ascii") for level in Level}
 

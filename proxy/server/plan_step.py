@@ -16,7 +16,7 @@ from proxy.server.body_shape import shape_problem
 from proxy.server.services import Services
 from proxy.summaries import Lookup
 from proxy.tokens import ChatTokenizer
-from proxy.usage.inclusion import InclusionLog, carries_ids, inclusion_line
+from proxy.usage import InclusionLog, carries_ids, inclusion_line
 
 T = TypeVar("T")
 
@@ -27,7 +27,6 @@ T = TypeVar("T")
 PLAN_IN_THREAD_BYTES = 64 * 1024
 PLAN_INLINE_MAX_BYTES = 1024 * 1024
 PLAN_INLINE_MAX_TAGS = 64
-INCLUSION_ATTR = "inclusion"  # where the inclusion log rides on Services (see inclusion_log)
 
 
 async def tokenizer_for(services: Services, model: str, policy: Policy) -> ChatTokenizer:
@@ -166,14 +165,12 @@ async def record_inclusion(
 
 
 async def inclusion_log(services: Services) -> InclusionLog:
-    """The process's inclusion log, opened on first use and closed (flushed) at shutdown.
-    Services has no field for it (services.py is not this step's file), so it rides on
-    the services object under INCLUSION_ATTR until open_services opens it itself."""
-    log = getattr(services, INCLUSION_ATTR, None)
-    if not isinstance(log, InclusionLog):
+    """The process's inclusion log: opened with the services (open_services); services made
+    by hand (tests, embedders) get one on first use, closed (flushed) at shutdown."""
+    log = services.inclusion
+    if log is None:
         assert services.settings.inclusion_log is not None
-        log = InclusionLog(services.settings.inclusion_log)
-        setattr(services, INCLUSION_ATTR, log)
+        log = services.inclusion = InclusionLog(services.settings.inclusion_log)
         services.spawn(_close_at_shutdown(log))
     await log.start()
     return log

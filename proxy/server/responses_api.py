@@ -31,7 +31,7 @@ from proxy.server.forward_step import (
 from proxy.server.plan_step import PLAN_INLINE_MAX_BYTES, off_loop, plan, tag_marks, tokenizer_for
 from proxy.server.request_body import check_responses_body, parse_model_body, read_body
 from proxy.server.services import Services
-from proxy.upstream.responses_sse import ResponsesTap, response_error_event
+from proxy.upstream import ResponsesTap, response_error_event
 
 PREVIOUS_NOTE = (
     "previous_response_id: the earlier turns live at the provider, not in this request; "

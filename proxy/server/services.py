@@ -20,7 +20,7 @@ from proxy.state import SharedState
 from proxy.summaries import Summarizer, open_store
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.upstream import Upstream
-from proxy.usage import Metrics, QuotaBook, ThresholdWatch, UsageLog
+from proxy.usage import InclusionLog, Metrics, QuotaBook, ThresholdWatch, UsageLog
 
 log = logging.getLogger("context_proxy")
 
@@ -38,6 +38,7 @@ class Services:
     metrics: Metrics
     summaries: Summarizer
     shared: SharedState | None = None  # with --state: quotas and summaries in Redis
+    inclusion: InclusionLog | None = None  # with --inclusion-log: ids in and out, per request
     terms: TermIndex = field(default_factory=TermIndex)  # history words, for relevance
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -78,6 +79,9 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await asyncio.to_thread(quotas.rebuild, settings.usage_log)
     usage = UsageLog(settings.usage_log)
     await usage.start()
+    inclusion = InclusionLog(settings.inclusion_log) if settings.inclusion_log else None
+    if inclusion is not None:
+        await inclusion.start()
     upstream = Upstream.open()
     windows = ContextWindows()
     services = Services(
@@ -99,6 +103,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             prices=windows.prices,
         ),
         shared=shared,
+        inclusion=inclusion,
     )
     metrics.watch_usage_log(usage)
     services.spawn(_warm(services))
@@ -123,4 +128,6 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         if shared is not None:
             await shared.aclose()  # hands the last unsent quota tokens to Redis
         await services.upstream.close()
+        if inclusion is not None:
+            await inclusion.aclose()
         await usage.aclose()

@@ -1,9 +1,11 @@
 """The one HTTP client for the upstream, the SSE relay tap, and header hygiene."""
 
 from proxy.upstream.client import Timeouts, Upstream, UpstreamBroke, UpstreamResponse, clean_headers
+from proxy.upstream.responses_sse import ResponsesTap, response_error_event
 from proxy.upstream.sse import StreamTap, error_event
 
 __all__ = [
+    "ResponsesTap",
     "StreamTap",
     "Timeouts",
     "Upstream",
@@ -11,4 +13,5 @@ __all__ = [
     "UpstreamResponse",
     "clean_headers",
     "error_event",
+    "response_error_event",
 ]

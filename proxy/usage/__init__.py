@@ -1,8 +1,8 @@
 """Usage: the per-request ledger and its writer, quotas, Prometheus metrics."""
 
-from proxy.usage.inclusion import InclusionLog
+from proxy.usage.inclusion import InclusionLog, carries_ids, inclusion_line
 from proxy.usage.labels import OTHER
-from proxy.usage.ledger import ThresholdWatch, UsageLog, UsageRecord, level_for
+from proxy.usage.ledger import ThresholdWatch, UsageLog, UsageRecord, level_for, utc_now_iso
 from proxy.usage.metrics import Metrics, route_group
 from proxy.usage.quotas import QuotaBook, QuotaStatus
 
@@ -15,6 +15,9 @@ __all__ = [
     "ThresholdWatch",
     "UsageLog",
     "UsageRecord",
+    "carries_ids",
+    "inclusion_line",
     "level_for",
     "route_group",
+    "utc_now_iso",
 ]
