@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxy.errors import ContextLengthExceeded
+from proxy.planner.agent_overflow import agent_overflow
 from proxy.planner.budget import cut_required
 from proxy.planner.items import MARKER, Action, Decision, Kind, Layout
 from proxy.planner.required_parts import describe
@@ -10,6 +11,7 @@ from proxy.policy import Policy
 from proxy.types import Priority, Section, Tokenizer
 
 _OVERFLOW = "required parts over the budget by "
+_FEWER = "protected tool exchanges over the budget by "
 
 
 def overflow(
@@ -29,6 +31,14 @@ def overflow(
     for k in required:
         by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
     total = sum(by_section.values()) + fixed
+    # The newest tool exchanges are protected by the proxy, not required by the client:
+    # fewer of them, and the newest one's largest result cut, before any refusal or cut.
+    cut = policy.budget.on_required_overflow == "truncate"
+    fewer = agent_overflow(layout, tokenizer, required, excess, cut)
+    if fewer is not None:
+        if not any(p.startswith(_FEWER) for p in layout.problems):
+            layout.problems.append(f"{_FEWER}{excess:,} tokens: fewer kept, newest cut")
+        return fewer
     if policy.budget.on_required_overflow != "truncate":
         named = describe(layout, required, cost, (total, budget, window, fixed))
         if named is not None:

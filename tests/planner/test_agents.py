@@ -251,8 +251,16 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
     fwd = out.body["messages"]
     assert out.tokens_after <= window and paired(fwd)
     layout = build_layout(msgs, policy)
+    current = [m for i, m in enumerate(msgs) if layout.in_current(i) or i == 0]
+    # The newest exchanges alone over the budget: the older of them go whole (issue 18:
+    # every agent request answered), the newest and the task stay.
+    over = sum(WORDS.count_message(m) for m in current) + 3 > window
+    newest = max((i for i, m in enumerate(msgs) if m.get("tool_calls")), default=len(msgs))
     for i, m in enumerate(msgs):
-        if layout.in_current(i) or m["role"] == "system":
+        exchange = m["role"] == "tool" or bool(m.get("tool_calls"))
+        if (layout.in_current(i) or m["role"] == "system") and (
+            not over or i >= newest or not exchange
+        ):
             assert m in fwd  # byte-identical
     if out.tokens_before <= window:
         assert out.body is body or out.body == body
