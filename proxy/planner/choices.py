@@ -12,7 +12,7 @@ import operator
 from itertools import compress
 from typing import TYPE_CHECKING
 
-from proxy.planner.agent_order import agent_sequence
+from proxy.planner.agent_rank import agent_rank
 from proxy.planner.budget import LAST_RANK, Choices
 from proxy.planner.cuts import cut_floor
 from proxy.planner.history import keep_sequence, query_texts
@@ -249,7 +249,8 @@ def _history_order(planner: Planner, choices: Choices) -> None:
         positions.append(msg[keys[0]])
     query, context = query_texts(layout)
     if layout.agent:  # an agent's history: by what its newest commands name
-        sequence = agent_sequence(texts, positions, query, context, planner.terms)
+        costs = [choices.cost[c] for c in older]
+        sequence = agent_rank(texts, positions, costs, query, context, planner.terms)
     else:
         sequence = keep_sequence(texts, positions, query, context, history.neighbors, planner.terms)
     contiguous, keep = choices.contiguous, choices.keep

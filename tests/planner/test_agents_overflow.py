@@ -49,3 +49,19 @@ def test_head_and_tail_fits_its_target() -> None:
     cut = head_and_tail(WORDS, text, 100)
     assert cut.startswith("line0 ") and cut.endswith("line999" + MARKER)
     assert WORDS.count_text(cut) <= 100 + WORDS.count_text(MARKER) + 6
+
+
+def test_agent_history_kept_by_what_it_holds_per_token() -> None:
+    # The newest commands name parser.py and parse_header; an old large result holds both,
+    # two small ones one each: the two small ones fill the room better (evidence counts per
+    # result), where the most strings first kept the large one alone.
+    big = filler(500) + " parser.py parse_header"
+    small = [filler(40, "w") + " parser.py", filler(40, "v") + " parse_header"]
+    steps = [("cat big.txt", big), ("cat a.txt", small[0]), ("cat b.txt", small[1])]
+    steps += [(f"grep parse_header parser.py # {i}", filler(30, "n")) for i in range(3)]
+    msgs = run(steps)
+    out = plan(msgs, 750)
+    fwd = out.body["messages"]
+    assert out.tokens_after <= out.budget and paired(fwd)
+    assert msgs[5] in fwd and msgs[7] in fwd  # the two small results, whole
+    assert msgs[3] not in fwd  # the large one

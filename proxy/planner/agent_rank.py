@@ -1,0 +1,42 @@
+"""Agent rank: an agent's older exchanges in keep order, by what they hold per token.
+
+An exchange is worth the strings of the newest commands its results hold (paths,
+identifiers, lines: agent_order.command_keys), plus a share of its BM25 score against
+them; the budget keeps exchanges by that worth per token (a knapsack's greedy order):
+evidence counts per result, so two small results holding what the commands name beat one
+large one filling the same room. On the 20 agent runs at 16k (results the next command
+repeats): most strings first 0.628 of that evidence kept; per token 0.697 (a BM25 weight
+of 1/10: 0.689, 1/5: 0.696, 1/2: 0.696; per square root of the tokens: 0.670).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from proxy.planner.agent_order import command_keys
+from proxy.relevance import TermIndex, score_history
+
+SCORE_WEIGHT = 1 / 3  # a BM25 point against a command string held
+
+
+def agent_rank(
+    texts: Sequence[str],
+    positions: Sequence[int],
+    costs: Sequence[int],
+    commands: str,
+    context: str,
+    index: TermIndex | None,
+) -> list[int]:
+    """Indexes of `texts` (an agent's older exchanges' results, at `positions`, of `costs`
+    tokens) in keep order: the most worth per token first, ties the newest first."""
+    n = len(texts)
+    newest_first = sorted(range(n), key=positions.__getitem__, reverse=True)
+    keys = command_keys(commands)
+    hits = [sum(k in t for k in keys) for t in texts] if keys else [0] * n
+    # No spread to neighbours and no feedback terms: a file read next to the one the agent
+    # works on is not evidence of it.
+    scores = score_history(commands, texts, (), context=context, index=index, feedback=0.0)
+    worth = [
+        (h + s * SCORE_WEIGHT) / max(c, 1) for h, s, c in zip(hits, scores, costs, strict=True)
+    ]
+    return sorted(newest_first, key=lambda i: -worth[i])
