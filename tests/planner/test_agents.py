@@ -269,12 +269,13 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
 
 
 def test_command_keys_and_agent_order() -> None:
-    from proxy.planner.agent_order import agent_sequence, command_keys
+    from proxy.planner.agent_order import command_keys
+    from proxy.planner.agent_rank import agent_rank
 
     keys = command_keys('bash {"command": "sed -n 1,40p django/db/models/deletion.py"}')
     assert "django/db/models/deletion.py" in keys and "deletion.py" in keys
     texts = ["nothing here", "see django/db/models/deletion.py:120", "more nothing"]
-    order = agent_sequence(texts, [1, 3, 5], "cat django/db/models/deletion.py", "", None)
+    order = agent_rank(texts, [1, 3, 5], [10, 10, 10], "cat django/db/models/deletion.py", "", None)
     assert order == [1, 2, 0]  # the one naming the file, then the newest first
 
 
