@@ -2,7 +2,7 @@
 
 The history before the stable cut (stable_cut.py) is dropped; what relevance brings back
 of it for the current turn goes in one message just before the current turn (recall.py),
-sized by how much the turn needs the cut-off past (recall_need.py; a large one takes the
+sized by how clearly the turn points into the cut-off past (recall_need.py; a large one takes the
 newest forwarded turns' room); the rest is forwarded as it came. The shortened request
 then goes through the ordinary planner (cache off), which forwards it untouched when it
 fits, as it does by design, and otherwise trims what the cut left over the budget: every
@@ -23,7 +23,13 @@ from proxy.planner.history import query_texts
 from proxy.planner.items import Layout
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.recall import recall_message, speaker_line
-from proxy.planner.recall_need import recall_need, recall_size
+from proxy.planner.recall_need import (
+    STATEMENT_WEIGHT,
+    asks,
+    recall_need,
+    recall_size,
+    without_own_label,
+)
 from proxy.planner.refusal import Refused
 from proxy.planner.stable_cut import history_units, step_of
 from proxy.policy import Policy
@@ -79,9 +85,10 @@ def plan_stable(
             text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units
         ]
         query, context = query_texts(layout)
+        query = without_own_label(query)
         scores = score_history(query, texts, context=context, index=terms) if query.strip() else []
         flags = [u < n for u in range(len(units))]
-        need = recall_need(scores, flags, cost, budget - fixed - other)
+        need = recall_need(scores, flags) * (1.0 if asks(query) else STATEMENT_WEIGHT)
         want = recall_size(need, cache.recall_floor, cache.recall_full, cap)
         free = budget - fixed - other - kept_cost
         # A recall larger than the room the cut left takes the newest forwarded turns'

@@ -23,7 +23,7 @@ _SPEAKERS = ("user", "assistant")
 # A speaker label at the start of a turn ("Evan: ..."), as relevance reads it (term_index):
 # such a turn is recalled as it is; "User: Evan: ..." would spend tokens to say less.
 # (On LoCoMo at 4k that leaves room for about 1 point more evidence.)
-_LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
+SPEAKER_LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
 # Turns tried past the first that did not fit: the rest are scored lower still, and a
 # long history would otherwise be counted turn by turn on every request.
 _MISSES = 32
@@ -40,7 +40,7 @@ def speaker_line(message: Any) -> str | None:
     if message.get("tool_calls") or message.get("function_call"):
         return None
     name = message.get("name")
-    if not (isinstance(name, str) and name) and _LABEL.match(content):
+    if not (isinstance(name, str) and name) and SPEAKER_LABEL.match(content):
         return content  # it says who spoke already, as transcripts and group chats do
     speaker = name if isinstance(name, str) and name else str(role).capitalize()
     return f"{speaker}: {content}"

@@ -35,6 +35,7 @@ from proxy.policy.schema import (
     enum_of,
     key_hash,
     nonneg_int,
+    nonneg_number,
     opt,
     positive_int,
     positive_number,
@@ -115,8 +116,8 @@ TOP_LEVEL: dict[str, Field] = {
         "watermark": ratio,
         "recall_share": ratio,
         "recall_reserve": ratio,
-        "recall_floor": ratio,
-        "recall_full": ratio,
+        "recall_floor": nonneg_number,  # a z-score (recall_need.py), not a share
+        "recall_full": nonneg_number,
     },
 }
 

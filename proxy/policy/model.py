@@ -95,21 +95,23 @@ class CachePolicy:
     stays the same (and the provider's prompt cache hits) until the next step."""
 
     enabled: bool = False
-    # Measured on LoCoMo (bench_cache.py): 0.6-0.75 cache about the same share; 0.7 a
-    # little more at 8k.
-    watermark: float = 0.7  # a step is (1 - watermark) * budget tokens of history
-    # The recall message (earlier turns after the stable part) is sized per request by its
-    # need (recall_need.py: the cut-off share of what relevance would pick): none at or
-    # below recall_floor, up to recall_share of the budget from recall_full on. The stable
-    # cut keeps recall_reserve of the budget free; a larger recall drops the newest
-    # forwarded turns (the cached prefix before them stays) and may recall them. Measured
-    # on LoCoMo (bench_cache.py, 4 conversations): floor 0.65 / 0.7 / 0.75 cache 74% / 77%
-    # / 81% of trimmed prompts at 4k, evidence recall 0.86 / 0.84 / 0.77 (8k: 92% / 93% /
-    # 94%, 0.81 / 0.70 / 0.48).
-    recall_share: float = 0.5
+    # A step is (1 - watermark) * budget tokens of history. Measured on LoCoMo at 4k
+    # (bench_cache.py, all 1,536 questions, with the recall below): 0.3-0.6 about alike.
+    watermark: float = 0.4
+    # The recall message (cut-off turns brought back after the stable part) is sized per
+    # request by its need (recall_need.py: how many standard deviations the best cut-off
+    # turn's relevance stands above the bulk of the history's, counted at 0.3 for a turn
+    # that asks nothing): none at or below recall_floor, rising linearly to recall_share
+    # of the budget at recall_full. The stable cut keeps recall_reserve of the budget
+    # free; a larger recall drops the newest forwarded turns (the cached prefix before
+    # them stays) and may recall them. Measured on LoCoMo at 4k (bench_cache.py, all
+    # questions; the per-request cut: recall 0.856, 0.3% of trimmed prompts cached),
+    # floor / full 4 / 12: 81% cached, recall 0.840; 3 / 12: 79%, 0.842; 3.5 / 10: 76%,
+    # 0.850; 2 / 20: 83%, 0.805.
+    recall_share: float = 0.9
     recall_reserve: float = 0.0
-    recall_floor: float = 0.65
-    recall_full: float = 0.95
+    recall_floor: float = 4.0
+    recall_full: float = 12.0
 
 
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(

@@ -168,6 +168,10 @@ def positive_number(node: yaml.Node, problems: Problems, name: str = "value") ->
     return _number(node, problems, name, lambda v: v > 0, "a positive number")
 
 
+def nonneg_number(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
+    return _number(node, problems, name, lambda v: v >= 0, "a number >= 0")
+
+
 def positive_int(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
     return _number(node, problems, name, lambda v: v > 0, "a positive integer", (int,))
 

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
-from proxy.policy.model import BudgetPolicy, ModelPolicy, Policy  # noqa: E402
+from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
 DEFAULT_PATH = ROOT / ".." / "shared" / "data" / "agent-runs" / "trajectories.jsonl"
@@ -212,10 +212,13 @@ def required_over(body: dict[str, Any], tok: Any, budget: int) -> bool:
     return bool(tok.count_request({**body, "messages": keep}) > budget)
 
 
-def planner(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg] | str:
+def planner(
+    body: dict[str, Any], tok: Any, budget: int, ev: Evidence, cache: bool = False
+) -> list[Msg] | str:
     policy = Policy(
         budget=BudgetPolicy(ratio=1.0, reserve_output=False),
         models={MODEL: ModelPolicy(context_window=budget)},
+        cache=CachePolicy(enabled=cache),
     )
     try:
         return list(plan_request(body, policy, tok, budget).body["messages"])
@@ -223,6 +226,11 @@ def planner(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[M
         return "refused"
     except Exception as exc:  # a bug is counted, not fatal to the run
         return f"error: {type(exc).__name__}"
+
+
+def cache_planner(body: dict[str, Any], tok: Any, budget: int, ev: Evidence) -> list[Msg] | str:
+    """The planner with cache-stable cuts (cache: {enabled: true}, its other defaults)."""
+    return planner(body, tok, budget, ev, cache=True)
 
 
 def survives(original: str, forwarded: Msg | None, repeated: set[str]) -> bool:
@@ -262,7 +270,12 @@ def run(rows: Sequence[dict[str, Any]], budgets: Sequence[int], min_len: int) ->
     tok = TokenCounter().chat_tokenizer(MODEL, Policy())
     results: dict[str, Any] = {}
     for budget in budgets:
-        methods = (("planner", planner), ("keep-newest", keep_newest), ("oracle", oracle))
+        methods = (
+            ("planner", planner),
+            ("planner+cache", cache_planner),
+            ("keep-newest", keep_newest),
+            ("oracle", oracle),
+        )
         for name, method in methods:
             t = {"points": 0, "answered": 0, "fits": 0, "paired": 0, "identical": 0}
             t |= {"evidence": 0, "kept": 0, "old": 0, "kept_old": 0, "cleared": 0, "errors": 0}
@@ -327,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "cleared",
     )
     print(f"{len(rows)} runs; budget == window (ratio 1.0); model {MODEL}")
-    print("budget  method       " + "".join(f"{c:>15}" for c in cols) + "  paired/identical")
+    print("budget  method         " + "".join(f"{c:>15}" for c in cols) + "  paired/identical")
     for budget, row in results.items():
         for name, r in row.items():
             cells = "".join(
@@ -337,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if r["answered"] < r["points"]:
                 extra += f"; not answered {r['points'] - r['answered']} ({r['errors']} errors,"
                 extra += f" {r['required_over']} with the protected part over the budget)"
-            print(f"{budget:>6}  {name:<12} {cells}{extra}")
+            print(f"{budget:>6}  {name:<14} {cells}{extra}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"runs": len(rows), "budgets": budgets, "min_len": args.min_len, "model": MODEL}
     args.out.write_bytes(

@@ -183,7 +183,7 @@ def test_recall_respects_its_share() -> None:
     messages.append({"role": "user", "content": ask})
     body = {"model": "gpt-4o-mini", "messages": messages}
     for share in (0.05, 0.1, 0.2):
-        out = forwarded(body, policy(recall_share=share, recall_floor=0.0))
+        out = forwarded(body, policy(recall_share=share, recall_floor=0.0, recall_full=0.0))
         recall = [m for m in out if str(m.get("content")).startswith(RECALL_HEAD)]
         assert recall
         assert WORDS.count_message(recall[0]) <= share * 800

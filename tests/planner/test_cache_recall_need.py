@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from proxy.planner.recall import RECALL_HEAD
-from proxy.planner.recall_need import recall_need, recall_size
+from proxy.planner.recall_need import (
+    STATEMENT_WEIGHT,
+    asks,
+    recall_need,
+    recall_size,
+    without_own_label,
+)
 from proxy.planner.request import plan_request
 from tests.planner.test_cache_cut import (
     WINDOW,
@@ -25,18 +37,51 @@ def recall_of(out: list[Any]) -> list[Any]:
 # --- the measure ---------------------------------------------------------------------------
 
 
-def test_need_is_the_cut_off_share_of_the_best_scored() -> None:
-    cut = [True, True, False, False]
-    assert recall_need([0.0, 0.0, 3.0, 1.0], cut, [10] * 4, 100) == 0.0
-    assert recall_need([3.0, 1.0, 0.0, 0.0], cut, [10] * 4, 100) == 1.0
-    assert recall_need([3.0, 0.0, 1.0, 0.0], cut, [10] * 4, 100) == 0.75
-    assert recall_need([0.0] * 4, cut, [10] * 4, 100) == 0.0  # nothing relevant
+def test_need_is_the_standout_of_the_best_cut_off_unit() -> None:
+    # One cut-off unit far above the rest: its z-score against the bulk of the history
+    # (all but the best 10%: here the 18 lowest of 20).
+    scores = [float(i % 3) for i in range(19)] + [20.0]
+    cut = [False] * 20
+    cut[19] = True
+    bulk = sorted(scores)[:18]
+    expected = (20.0 - statistics.fmean(bulk)) / statistics.pstdev(bulk)
+    assert recall_need(scores, cut) == pytest.approx(expected)
+    # The same standout among the kept units: the best cut-off one is only average.
+    flipped = [not c for c in cut]
+    assert recall_need(scores, flipped) < 2.0 < expected
 
 
-def test_need_counts_only_what_the_room_holds() -> None:
-    # The best (kept) fills the room: the cut-off one ranked after it is not counted.
-    assert recall_need([1.0, 0.0, 5.0, 0.0], [True, True, False, False], [10] * 4, 10) == 0.0
-    assert recall_need([1.0, 0.0, 5.0, 0.0], [True, True, False, False], [10] * 4, 20) == 1 / 6
+def test_a_question_about_several_old_turns_still_stands_out() -> None:
+    # Two strong matches: they do not raise the spread they are measured against.
+    scores = [float(i % 3) for i in range(38)] + [20.0, 19.0]
+    cut = [True] * 40
+    assert recall_need(scores, cut) > 10.0
+
+
+def test_broad_matches_stand_out_less_than_one_specific_match() -> None:
+    cut = [True] * 15 + [False] * 5
+    broad = [1.0, 0.2] * 10  # a word that half the history shares
+    specific = [0.2] * 7 + [1.0] + [0.1] * 12  # a word said once, long ago
+    assert recall_need(specific, cut) > 2 * recall_need(broad, cut)
+
+
+def test_need_is_zero_without_a_cut_or_below_the_bulk() -> None:
+    assert recall_need([3.0, 1.0, 0.0], [False, False, False]) == 0.0
+    assert recall_need([0.0] * 4, [True, True, False, False]) == 0.0  # nothing relevant
+    assert recall_need([2.0] * 4, [True, True, False, False]) == 0.0  # all alike
+    assert recall_need([5.0], [True]) == 0.0
+    # The best cut-off unit at or below the bulk's mean is no need (never negative).
+    assert recall_need([0.0, 0.0, 9.0, 9.0], [True, True, False, False]) == 0.0
+    # One match in a history that otherwise scores nothing stands out without limit.
+    assert recall_need([0.0] * 19 + [4.0], [True] * 20) == math.inf
+
+
+@given(st.lists(st.floats(0, 1e6), min_size=1, max_size=60), st.data())
+def test_need_is_a_number_and_not_negative(scores: list[float], data: st.DataObject) -> None:
+    cut = data.draw(st.lists(st.booleans(), min_size=len(scores), max_size=len(scores)))
+    need = recall_need(scores, cut)
+    assert need >= 0.0 and not math.isnan(need)
+    assert recall_size(need, 6.0, 20.0, 500) in range(501)
 
 
 def test_size_rises_from_the_floor_to_the_cap() -> None:
@@ -62,14 +107,14 @@ def test_a_turn_carrying_on_the_newest_topic_gets_no_recall() -> None:
 
 
 def test_a_question_about_the_cut_off_past_gets_more_than_the_old_fixed_share() -> None:
-    old = [f"w{t}x{t % 12}" for t in (1, 2, 3, 4, 5, 6, 9, 10, 11, 12)]
+    old = [f"w{t}x{t % 12}" for t in (3, 10, 17)]  # three turns said long ago
     messages = [*conversation(40), {"role": "user", "content": "Recall " + " ".join(old)}]
     body = {"model": "gpt-4o-mini", "messages": messages}
     out = forwarded(body, policy())
     (recall,) = recall_of(out)
     size = WORDS.count_message(recall)
     assert size > 0.1 * 800  # the old fixed share: 10% of the 800-token budget
-    assert size <= 0.5 * 800  # recall_share caps it
+    assert size <= 0.9 * 800  # recall_share caps it
     for word in old:
         assert word in recall["content"]
     assert tokens(WORDS, body, out) <= 800
@@ -81,12 +126,13 @@ def test_a_large_recall_keeps_the_cached_prefix() -> None:
     forwards before the recall is a prefix of the turn before's (cached), and the turn
     after it starts with the turn before's stable part again."""
     history = conversation(40)
-    old = [f"w{t}x{t % 12}" for t in (1, 2, 3, 4, 5, 6, 9, 10, 11, 12)]
+    old = [f"w{t}x{t % 12}" for t in (3, 10, 17)]
+    large = policy(recall_full=8.0)  # the question (standout ~11) gets all 720 tokens
     before = [*history[:-2], history[-2]]  # the user turn 39
     ask = [*history, {"role": "user", "content": "Recall " + " ".join(old)}]
     after = [*history, {"role": "user", "content": "Thanks! And the bakery w39x3?"}]
     outs = [
-        plan_request({"model": "m", "messages": m}, policy(), WORDS, WINDOW).body["messages"]
+        plan_request({"model": "m", "messages": m}, large, WORDS, WINDOW).body["messages"]
         for m in (before, ask, after)
     ]
     first, deep, last = (stable_part(o) for o in outs)
@@ -99,8 +145,8 @@ def test_no_recall_inside_an_agent_loop() -> None:
     """In an agent's loop the recall would sit before every step's exchanges and change
     as they grow (none of them cached): only the loop's first request (the chat turn) has
     one."""
-    old = [f"w{t}x{t % 12}" for t in (1, 2, 3, 4, 5, 6)]
-    turn = [*conversation(40), {"role": "user", "content": "Look up " + " ".join(old)}]
+    old = [f"w{t}x{t % 12}" for t in (3, 10, 17)]
+    turn = [*conversation(40), {"role": "user", "content": "What of " + " ".join(old) + "?"}]
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     loop = [
         *turn,
@@ -111,3 +157,40 @@ def test_no_recall_inside_an_agent_loop() -> None:
     out = forwarded({"model": "m", "messages": loop}, policy())
     assert recall_of(out) == []
     assert out[-3:] == loop[-3:]
+
+
+# --- what a turn asks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("Remind me what we said about the lease", True),
+        ("tell me again about the trip", True),
+        ("¿Dónde está?", True),
+        ("それは何ですか？", True),
+        ("Lucky you! They're priceless.", False),
+        ("I listed the flat yesterday.", False),
+        ("", False),
+    ],
+)
+def test_asks_tells_questions_and_requests_from_statements(text: str, expected: bool) -> None:
+    assert asks(text) is expected
+
+
+def test_the_turns_own_speaker_label_is_not_a_mention() -> None:
+    assert without_own_label("Caroline: Lucky you!") == "Lucky you!"
+    assert without_own_label("Lucky you, Caroline!") == "Lucky you, Caroline!"
+    assert without_own_label("Mary Ann Lee: hi") == "hi"
+
+
+def test_a_statement_that_matches_an_old_turn_gets_no_recall() -> None:
+    """The same words asked get a recall; said as a statement they do not: a statement's
+    standout counts STATEMENT_WEIGHT as much."""
+    old = [f"w{t}x{t % 12}" for t in (3, 10, 17)]
+    asked = [*conversation(40), {"role": "user", "content": "What of " + " ".join(old) + "?"}]
+    said = [*conversation(40), {"role": "user", "content": "Nice, " + " ".join(old) + "."}]
+    assert recall_of(forwarded({"model": "m", "messages": asked}, policy()))
+    assert recall_of(forwarded({"model": "m", "messages": said}, policy())) == []
+    assert 0 < STATEMENT_WEIGHT < 1

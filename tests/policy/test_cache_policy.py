@@ -21,11 +21,11 @@ def problems_of(text: str) -> list[str]:
 def test_defaults_and_empty_file() -> None:
     assert Policy().cache == CachePolicy(
         enabled=False,
-        watermark=0.7,
-        recall_share=0.5,
+        watermark=0.4,
+        recall_share=0.9,
         recall_reserve=0.0,
-        recall_floor=0.65,
-        recall_full=0.95,
+        recall_floor=4.0,
+        recall_full=12.0,
     )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
@@ -75,10 +75,13 @@ def test_default_policy_file_lists_the_cache_keys() -> None:
 
 
 def test_recall_sizing_keys_load_and_are_checked() -> None:
-    text = "cache: {recall_reserve: 0.05, recall_floor: 0.5, recall_full: 0.9}\n"
+    # recall_floor and recall_full are standouts (z-scores, recall_need.py): any number >= 0.
+    text = "cache: {recall_reserve: 0.05, recall_floor: 0, recall_full: 12.5}\n"
     cache = load_policy_text(text, "p.yaml", "p").cache
-    assert (cache.recall_reserve, cache.recall_floor, cache.recall_full) == (0.05, 0.5, 0.9)
-    problems = problems_of("team: t\ncache:\n  recall_floor: 1.5\n")
+    assert (cache.recall_reserve, cache.recall_floor, cache.recall_full) == (0.05, 0, 12.5)
+    problems = problems_of("team: t\ncache:\n  recall_floor: -1\n")
     assert any("p.yaml:3:" in p and "recall_floor" in p for p in problems)
+    problems = problems_of("team: t\ncache:\n  enabled: true\n  recall_full: high\n")
+    assert any("p.yaml:4:" in p and "recall_full" in p for p in problems)
     default = (ROOT / "policies" / "default.yaml").read_text()
     assert "recall_floor:" in default and "recall_full:" in default
