@@ -19,6 +19,23 @@ from proxy.relevance import TermIndex, score_history
 SCORE_WEIGHT = 1 / 3  # a BM25 point against a command string held
 
 
+def agent_worth(
+    texts: Sequence[str],
+    costs: Sequence[int],
+    commands: str,
+    context: str,
+    index: TermIndex | None,
+) -> list[float]:
+    """What each of `texts` (results, of `costs` tokens) is worth per token to an agent
+    whose newest `commands` (and reasoning, `context`) these are; 0 for nothing in common."""
+    keys = command_keys(commands)
+    hits = [sum(k in t for k in keys) for t in texts] if keys else [0] * len(texts)
+    # No spread to neighbours and no feedback terms: a file read next to the one the agent
+    # works on is not evidence of it.
+    scores = score_history(commands, texts, (), context=context, index=index, feedback=0.0)
+    return [(h + s * SCORE_WEIGHT) / max(c, 1) for h, s, c in zip(hits, scores, costs, strict=True)]
+
+
 def agent_rank(
     texts: Sequence[str],
     positions: Sequence[int],
@@ -29,14 +46,6 @@ def agent_rank(
 ) -> list[int]:
     """Indexes of `texts` (an agent's older exchanges' results, at `positions`, of `costs`
     tokens) in keep order: the most worth per token first, ties the newest first."""
-    n = len(texts)
-    newest_first = sorted(range(n), key=positions.__getitem__, reverse=True)
-    keys = command_keys(commands)
-    hits = [sum(k in t for k in keys) for t in texts] if keys else [0] * n
-    # No spread to neighbours and no feedback terms: a file read next to the one the agent
-    # works on is not evidence of it.
-    scores = score_history(commands, texts, (), context=context, index=index, feedback=0.0)
-    worth = [
-        (h + s * SCORE_WEIGHT) / max(c, 1) for h, s, c in zip(hits, scores, costs, strict=True)
-    ]
+    newest_first = sorted(range(len(texts)), key=positions.__getitem__, reverse=True)
+    worth = agent_worth(texts, costs, commands, context, index)
     return sorted(newest_first, key=lambda i: -worth[i])

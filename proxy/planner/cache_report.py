@@ -33,6 +33,34 @@ class CacheCut:
     summarized: set[int] = field(default_factory=set)  # dropped messages a summary covers
 
 
+def message_items(
+    layout: Layout, i: int, action: str, reason: str, *, kept: bool
+) -> list[ItemReport]:
+    """The report items of message i of the request as it came (its tags' ids and
+    clusters with them, which the inclusion log reads), all kept or all gone."""
+    fields = layout.fields
+    out = []
+    for k in layout.items_of(i):
+        tag = fields.get(k)
+        out.append(
+            ItemReport(
+                i,
+                layout.kind[k].value,
+                layout.role[k],
+                layout.section[k].value,
+                layout.priority[k].value,
+                layout.tag[k],
+                layout.cost[k],
+                layout.cost[k] if kept else 0,
+                action,
+                reason,
+                tag.id if tag is not None else None,
+                tag.cluster if tag is not None else None,
+            )
+        )
+    return out
+
+
 def merged_report(
     result: PlanOutcome, layout: Layout, cut: CacheCut, before: int
 ) -> Callable[[], PlanReport]:
@@ -58,21 +86,7 @@ def merged_report(
             action = "summarize" if i in cut.summarized else "drop"
             if i in cut.summarized:
                 why += "; a summary covers it"
-            dropped[i] = [
-                ItemReport(
-                    i,
-                    layout.kind[k].value,
-                    layout.role[k],
-                    layout.section[k].value,
-                    layout.priority[k].value,
-                    layout.tag[k],
-                    layout.cost[k],
-                    0,
-                    action,
-                    why,
-                )
-                for k in layout.items_of(i)
-            ]
+            dropped[i] = message_items(layout, i, action, why, kept=False)
         added: dict[str, int] = {}  # tokens of what the cut added, planned as system messages
         items: list[ItemReport] = []
         for item in inner.items:

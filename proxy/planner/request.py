@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
+from proxy.planner.agent_cache import is_agent_loop, plan_anchored
 from proxy.planner.allocation import Plan, Planner
 from proxy.planner.budget import compute_budget
 from proxy.planner.budget_note import budget_note, note_cost
@@ -20,7 +21,7 @@ from proxy.planner.cache_plan import plan_stable
 from proxy.planner.costs import measure, overhead, untagged_counts
 from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.fit import Fit, count_forwarded, known_counts
-from proxy.planner.items import Action, Decision
+from proxy.planner.items import Action, Decision, Layout
 from proxy.planner.outcome import PlanOutcome, outcome, unplanned
 from proxy.planner.refusal import Refused, no_report
 from proxy.planner.report import PlanReport, build_report
@@ -120,14 +121,10 @@ def plan_request(
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
-        if cache and policy.cache.enabled:  # stable_cut.py
-            inner = partial(
-                plan_request, policy=policy, tokenizer=tokenizer,
-                context_window=context_window, terms=terms, cache=False,
-            )  # fmt: skip
-            stable = plan_stable(
-                body, policy, tokenizer, layout, full, (budget, fixed, before), terms, inner,
-                extra_summaries,
+        if cache and policy.cache.enabled and context_window is not None:
+            stable = _plan_cache_mode(
+                body, policy, tokenizer, layout, full, (budget, fixed, before), terms,
+                context_window, extra_summaries,
             )  # fmt: skip
             if stable is not None:
                 return stable
@@ -195,6 +192,38 @@ _action = operator.attrgetter("action")
 
 # Texts read per step beside a count (a step takes well under a millisecond).
 _READ_STEP = 16
+
+
+def _plan_cache_mode(
+    body: Body,
+    policy: Policy,
+    tokenizer: Tokenizer,
+    layout: Layout,
+    full: Sequence[int],
+    totals: tuple[int, int, int],
+    terms: TermIndex | None,
+    context_window: int,
+    extra_summaries: Sequence[ExtraSummary],
+) -> PlanOutcome | None:
+    """Cache mode: an agent loop planned as of its last step boundary (agent_cache.py), a
+    conversation cut at a stable point (cache_plan.py); None: the ordinary plan decides."""
+    budget, _, before = totals
+    if is_agent_loop(layout, full):
+
+        def plan_at(part: Body, at_policy: Policy, window: int) -> PlanOutcome:
+            return plan_request(part, at_policy, tokenizer, window, terms=terms, cache=False)
+
+        return plan_anchored(
+            body, policy, layout, full, (budget, before), tokenizer, terms, plan_at,
+            context_window,
+        )  # fmt: skip
+    inner = partial(
+        plan_request, policy=policy, tokenizer=tokenizer,
+        context_window=context_window, terms=terms, cache=False,
+    )  # fmt: skip
+    return plan_stable(
+        body, policy, tokenizer, layout, full, totals, terms, inner, extra_summaries
+    )
 
 
 def _read_history(messages: list[Any], terms: TermIndex, counting: Callable[[], bool]) -> None:

@@ -40,6 +40,7 @@ from proxy.policy.schema import (
     positive_int,
     positive_number,
     ratio,
+    share,
     string,
     string_list,
     url,
@@ -118,6 +119,8 @@ TOP_LEVEL: dict[str, Field] = {
         "recall_reserve": ratio,
         "recall_floor": nonneg_number,  # a z-score (recall_need.py), not a share
         "recall_full": nonneg_number,
+        "agent_watermark": ratio,
+        "agent_recall_share": share,
     },
 }
 
@@ -230,6 +233,11 @@ def _check_relations(policy: Policy, root: yaml.Node, problems: Problems) -> Non
     if policy.cache.watermark >= 1.0:  # a step of (1 - watermark) * budget must be > 0
         node = _child(_child(root, "cache") or root, "watermark") or root
         problems.add(node, "cache.watermark must be below 1 (the cut moves in steps of 1 - it)")
+    if policy.cache.agent_watermark >= 1.0:  # the same for an agent loop's step boundaries
+        node = _child(_child(root, "cache") or root, "agent_watermark") or root
+        problems.add(
+            node, "cache.agent_watermark must be below 1 (the plan moves in steps of 1 - it)"
+        )
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", policy.team):
         node = _child(root, "team") or root
         problems.add(node, "team must be 1-64 letters, digits, '_', '-' or '.'")

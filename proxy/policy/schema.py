@@ -168,6 +168,10 @@ def positive_number(node: yaml.Node, problems: Problems, name: str = "value") ->
     return _number(node, problems, name, lambda v: v > 0, "a positive number")
 
 
+def share(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
+    return _number(node, problems, name, lambda v: 0 <= v <= 1, "a share in [0, 1]")
+
+
 def nonneg_number(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
     return _number(node, problems, name, lambda v: v >= 0, "a number >= 0")
 

@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
+from proxy.planner.agent_cache import RECALL_TOOLS_HEAD  # noqa: E402
 from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
@@ -252,6 +253,17 @@ def score(
     recent_ids = recent(newest)
     dumped = {orjson.dumps(m) for m in out}
     alive = {i for i, keys in ev.items() if survives(by_id[i]["content"], fwd.get(i), keys)}
+    # Cache mode brings old results back in one message (agent_cache.py): what it holds is
+    # in the forwarded request too.
+    recalled = "\n".join(
+        m["content"]
+        for m in out
+        if m.get("role") == "system"
+        and isinstance(m.get("content"), str)
+        and m["content"].startswith(RECALL_TOOLS_HEAD)
+    )
+    if recalled:
+        alive |= {i for i, keys in ev.items() if keys and all(k in recalled for k in keys)}
     used = tok.count_request({**body, "messages": out})
     return {
         "fits": used <= budget,

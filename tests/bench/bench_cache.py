@@ -107,6 +107,7 @@ def methods(
             on_required_overflow="truncate" if truncate else "reject",
         ),
         models={MODEL: ModelPolicy(context_window=budget * 5 // 4)},
+        cache=CachePolicy(enabled=False),
     )
     return {
         "cache": planner(replace(base, cache=replace(cache or CachePolicy(), enabled=True)), tok),

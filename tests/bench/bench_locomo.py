@@ -174,6 +174,7 @@ def make_methods(
     if planner is not None:
         methods["planner bm25"] = planner("bm25")
         methods["planner off"] = planner("off")
+        methods["planner bm25 cache"] = planner("bm25", True)  # the default: cache mode
     if covers is not None:
         methods.update(summary_methods(tok, system, convs, covers))
     methods["keep-newest"] = by_index(keep_newest)
@@ -191,20 +192,27 @@ def make_methods(
     return methods
 
 
-def planner_method(tok: Any, system: dict[str, Any]) -> Callable[[str], Method] | None:
-    """Our planner, if proxy.planner.request exists yet."""
+def planner_method(tok: Any, system: dict[str, Any]) -> Callable[..., Method] | None:
+    """Our planner, if proxy.planner.request exists yet: per request, or in cache mode."""
     try:
         from proxy.planner.request import plan_request
-        from proxy.policy.model import BudgetPolicy, HistoryPolicy, ModelPolicy, Policy
+        from proxy.policy.model import (
+            BudgetPolicy,
+            CachePolicy,
+            HistoryPolicy,
+            ModelPolicy,
+            Policy,
+        )
     except ImportError:
         return None
 
-    def make(relevance: str) -> Method:
+    def make(relevance: str, cache: bool = False) -> Method:
         def run(conv: Conversation, case: Case, budget: int) -> list[dict[str, Any]] | None:
             policy = Policy(
                 budget=BudgetPolicy(ratio=1.0, reserve_output=False),
                 models={MODEL: ModelPolicy(context_window=budget)},
                 history=HistoryPolicy(relevance=relevance),
+                cache=CachePolicy(enabled=cache),
             )
             question = {"role": "user", "content": case.question}
             body = {"model": MODEL, "messages": [system, *conv.messages, question]}
@@ -232,7 +240,13 @@ def summary_methods(
     """The planner (bm25) with proxy summaries of every older span on offer; fills `covers`."""
     try:
         from proxy.planner.request import SUMMARY_PREFIX, ExtraSummary, plan_request
-        from proxy.policy.model import BudgetPolicy, ModelPolicy, Policy, SummaryPolicy
+        from proxy.policy.model import (
+            BudgetPolicy,
+            CachePolicy,
+            ModelPolicy,
+            Policy,
+            SummaryPolicy,
+        )
         from proxy.summaries.spans import chunk_spans, settings_tag
     except ImportError:
         return {}
@@ -258,6 +272,7 @@ def summary_methods(
             policy = Policy(
                 budget=BudgetPolicy(ratio=1.0, reserve_output=False),
                 models={MODEL: ModelPolicy(context_window=budget)},
+                cache=CachePolicy(enabled=False),  # how summaries stand in, per request
             )
             question = {"role": "user", "content": case.question}
             body = {"model": MODEL, "messages": [system, *conv.messages, question]}
@@ -305,6 +320,19 @@ def covered(
     return hits, recalls
 
 
+def recalled(conv: Conversation, out: Sequence[dict[str, Any]]) -> set[int | None]:
+    """Turns brought back inside cache mode's recall message (one "Speaker: text" line each,
+    which is how LoCoMo's turns are written already)."""
+    head = "[context-proxy: recalled from earlier in this conversation]"
+    lines = [
+        line
+        for m in out
+        if isinstance(m.get("content"), str) and m["content"].startswith(head)
+        for line in m["content"].split("\n")[1:]
+    ]
+    return {conv.by_content.get(line) for line in lines}
+
+
 def evaluate(
     convs: Sequence[Conversation],
     cases: Sequence[Case],
@@ -324,6 +352,7 @@ def evaluate(
                 conv = convs[case.conv]
                 out = method(conv, case, budget) or []
                 present = {conv.by_content.get(m.get("content")) for m in out}  # type: ignore[arg-type]
+                present |= recalled(conv, out)
                 hit = sum(i in present for i in case.evidence)
                 kept_ev += hit
                 if covers:

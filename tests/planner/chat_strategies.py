@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from proxy.policy.model import (
     DEFAULT_SECTIONS,
     BudgetPolicy,
+    CachePolicy,
     HistoryPolicy,
     Policy,
     SectionPolicy,
@@ -96,6 +97,7 @@ policies = st.builds(
         history=HistoryPolicy(keep_recent=keep, relevance=relevance, neighbors=neighbors),
         visibility=VisibilityPolicy(prompt_report=False),
         sections=sections,
+        cache=CachePolicy(enabled=False),  # the per-request planner, as the lean path was
     ),
     st.sampled_from(["reject", "truncate"]),
     st.sampled_from(["bm25", "off"]),

@@ -16,12 +16,14 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.items import MARKER
 from proxy.planner.request import plan_request
 from proxy.planner.sections import build_layout
-from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, ToolsPolicy
+from proxy.policy.model import BudgetPolicy, CachePolicy, HistoryPolicy, Policy, ToolsPolicy
 from proxy.types import Priority
 from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
 TRUNCATE = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
+# The per-request planner (cache-stable cuts off), for tests of what it decides.
+PER_REQUEST = Policy(budget=BudgetPolicy(ratio=1.0), cache=CachePolicy(enabled=False))
 
 
 def call(i: int, command: str, thought: str = "THOUGHT: next") -> dict[str, Any]:
@@ -89,7 +91,7 @@ def test_newest_exchanges_are_the_current_turn_older_ones_history() -> None:
 def test_agent_run_over_budget_is_answered_by_clearing_old_results() -> None:
     """Before issue 18 every exchange after the task was required: refused with a 400."""
     msgs = run([(f"cat f{i}.py", filler(300)) for i in range(8)])
-    out = plan(msgs, 1800)
+    out = plan(msgs, 1800, PER_REQUEST)
     fwd = out.body["messages"]
     assert out.tokens_after <= out.budget and paired(fwd)
     assert fwd[-6:] == msgs[-6:] and msgs[1] in fwd  # newest exchanges and the task, as sent
@@ -110,7 +112,11 @@ def test_agent_run_over_budget_is_answered_by_clearing_old_results() -> None:
 
 def test_clearing_only_as_far_as_needed_oldest_first_without_relevance() -> None:
     msgs = run([(f"cat f{i}.py", filler(300)) for i in range(8)])
-    policy = Policy(budget=BudgetPolicy(ratio=1.0), history=HistoryPolicy(relevance="off"))
+    policy = Policy(
+        budget=BudgetPolicy(ratio=1.0),
+        history=HistoryPolicy(relevance="off"),
+        cache=CachePolicy(enabled=False),
+    )
     out = plan(msgs, 2300, policy)
     fwd = out.body["messages"]
     ids = [m["tool_call_id"] for m in fwd if m["content"].startswith("[context-proxy:")]
@@ -193,7 +199,7 @@ def test_summaries_as_tagged_system_messages_are_budgeted_not_required() -> None
                 }
             )
     msgs.append({"role": "user", "content": "what did we say?"})
-    out = plan(msgs, 900)  # the summaries alone (600+ tokens) would have been required
+    out = plan(msgs, 900, PER_REQUEST)  # the summaries alone (600+ tokens) would have been required
     assert out.tokens_after <= out.budget
     fwd = out.body["messages"]
     assert fwd[0]["content"] == "be brief" and fwd[-1]["content"] == "what did we say?"
@@ -229,15 +235,20 @@ def agent_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
     return msgs
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(agent_runs(), st.integers(150, 5000), st.sampled_from([0, 1, 3]), st.booleans())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    agent_runs(), st.integers(150, 5000), st.sampled_from([0, 1, 3]), st.booleans(), st.booleans()
+)
 def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
-    msgs: list[dict[str, Any]], window: int, keep: int, relevance: bool
+    msgs: list[dict[str, Any]], window: int, keep: int, relevance: bool, cache: bool
 ) -> None:
+    """Per request and in cache mode (agent_cache.py: a recall message at the end, after
+    the newest results, keeps the request paired)."""
     policy = Policy(
         budget=BudgetPolicy(ratio=1.0),
         tools=ToolsPolicy(keep_recent=keep, clear_min_tokens=20),
         history=HistoryPolicy(relevance="bm25" if relevance else "off"),
+        cache=CachePolicy(enabled=cache),
     )
     body = {"model": "m", "messages": msgs}
     try:
@@ -327,6 +338,7 @@ def test_lone_messages_of_an_agent_history_rank_after_matching_exchanges() -> No
         budget=BudgetPolicy(ratio=1.0),
         history=HistoryPolicy(keep_recent=0),
         tools=ToolsPolicy(clear=False),  # the order alone
+        cache=CachePolicy(enabled=False),
     )
     out = plan(msgs, 400, policy)
     fwd = {m.get("tool_call_id"): m["content"] for m in out.body["messages"] if "tool_call_id" in m}

@@ -220,7 +220,10 @@ def test_same_request_same_body(turns: int) -> None:
 def test_cache_off_is_todays_plan() -> None:
     for body in replay(conversation(50))[::5]:
         off = plan_request(body, policy(enabled=False), WORDS, WINDOW).body
-        plain = plan_request(body, Policy(budget=BudgetPolicy(reserve_output=False)), WORDS, WINDOW)
+        plain_policy = Policy(
+            budget=BudgetPolicy(reserve_output=False), cache=CachePolicy(enabled=False)
+        )
+        plain = plan_request(body, plain_policy, WORDS, WINDOW)
         assert orjson.dumps(off) == orjson.dumps(plain.body)
         # cache=False plans as today even where the policy turns cache mode on
         bypass = plan_request(body, policy(), WORDS, WINDOW, cache=False).body

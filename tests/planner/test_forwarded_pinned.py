@@ -19,15 +19,22 @@ import pytest
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.request import plan_request
-from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
+from proxy.policy.model import (
+    BudgetPolicy,
+    CachePolicy,
+    HistoryPolicy,
+    Policy,
+    VisibilityPolicy,
+)
 from proxy.tokens.counter import TokenCounter
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_session.json"
+OFF = CachePolicy(enabled=False)  # the per-request planner, as the digests were taken
 POLICIES = {
-    "default": Policy(),
-    "recency": Policy(history=HistoryPolicy(relevance="off")),
-    "report": Policy(visibility=VisibilityPolicy(prompt_report=True)),
-    "truncate": Policy(budget=BudgetPolicy(on_required_overflow="truncate")),
+    "default": Policy(cache=OFF),
+    "recency": Policy(history=HistoryPolicy(relevance="off"), cache=OFF),
+    "report": Policy(visibility=VisibilityPolicy(prompt_report=True), cache=OFF),
+    "truncate": Policy(budget=BudgetPolicy(on_required_overflow="truncate"), cache=OFF),
 }
 WINDOWS = (500, 1000, 2000, 4000, 8000, 100_000)
 PINNED = {

@@ -23,7 +23,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.outcome import PlanOutcome
 from proxy.planner.request import ExtraSummary, plan_request
 from proxy.policy import Policy
-from proxy.policy.model import HistoryPolicy, ToolsPolicy
+from proxy.policy.model import CachePolicy, HistoryPolicy, ToolsPolicy
 from proxy.relevance import TermIndex
 from proxy.types import Tokenizer
 from tests.planner.chat_strategies import REAL, VOCAB, WORDS, plain_chats, policies
@@ -32,6 +32,8 @@ from tests.planner.frozen_plain.facade import plan_lean
 # The tool behaviour before issue 18: every exchange after the last user message required,
 # nothing cleared.
 OLD_TOOLS = ToolsPolicy(keep_recent=10**9, clear=False)
+# The lean path planned per request: compared with cache-stable cuts off.
+PER_REQUEST = Policy(cache=CachePolicy(enabled=False))
 _FIELDS = ("changed", "budget", "tokens_before", "tokens_after", "dropped", "truncated")
 _FIELDS += ("summarized", "deduped", "trimmed", "problems", "estimated")
 
@@ -114,9 +116,9 @@ def test_old_lean_path_plans_plain_chat() -> None:
     for i in range(40):
         msgs.append({"role": "user" if i % 2 else "assistant", "content": f"turn {i} " * 20})
     body = {"model": "m", "messages": msgs}
-    lean = plan_lean(copy.deepcopy(body), Policy(), WORDS, 400)
+    lean = plan_lean(copy.deepcopy(body), PER_REQUEST, WORDS, 400)
     assert lean is not None
-    out = plan_request(body, Policy(), WORDS, 400)
+    out = plan_request(body, PER_REQUEST, WORDS, 400)
     assert seen(out) == seen(lean)
     assert out.dropped > 0 and out.tokens_after <= 320
 
@@ -135,7 +137,8 @@ def test_long_chat_over_turns_as_the_old_lean_path() -> None:
     old_terms, new_terms = TermIndex(), TermIndex()
     for turn in range(4):
         msgs += [_turn(rng, 300 + 2 * turn), _turn(rng, 301 + 2 * turn)]
-        for policy in (Policy(), Policy(history=HistoryPolicy(relevance="off", keep_recent=1))):
+        recency = replace(PER_REQUEST, history=HistoryPolicy(relevance="off", keep_recent=1))
+        for policy in (PER_REQUEST, recency):
             body = {"model": "m", "messages": msgs}
             lean = frozen(body, policy, REAL, 6000, [], old_terms)
             assert lean is not None  # plain chat over budget: the lean path's own case

@@ -13,14 +13,24 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner import request as planning
 from proxy.planner.items import MARKER
 from proxy.planner.request import ExtraSummary, plan_request
-from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, ToolsPolicy, VisibilityPolicy
+from proxy.policy.model import (
+    BudgetPolicy,
+    CachePolicy,
+    HistoryPolicy,
+    Policy,
+    ToolsPolicy,
+    VisibilityPolicy,
+)
 from proxy.relevance.scoring import TermIndex
 from proxy.tokens.counter import TokenCounter
 from proxy.types import Tokenizer
 from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
-OFF = Policy(history=HistoryPolicy(keep_recent=2, relevance="off"))
+# The per-request planner (cache-stable cuts off), relevance off.
+OFF = Policy(
+    history=HistoryPolicy(keep_recent=2, relevance="off"), cache=CachePolicy(enabled=False)
+)
 
 
 def words(n: int, word: str = "w") -> str:
@@ -281,7 +291,9 @@ def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
     msgs = [sys(), *tool_turn("big", 2000), user("now")]
     # Clearing off: with it on, the old result is cleared first (tests/planner/test_agents.py).
     policy = Policy(
-        history=HistoryPolicy(keep_recent=3, relevance="off"), tools=ToolsPolicy(clear=False)
+        history=HistoryPolicy(keep_recent=3, relevance="off"),
+        tools=ToolsPolicy(clear=False),
+        cache=CachePolicy(enabled=False),  # cache mode's stable cut drops old groups whole
     )
     out = plan_request(body_of(msgs), policy, WORDS, 1000)
     fwd = out.body["messages"]
@@ -325,7 +337,9 @@ def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
     msgs = [sys(), user("old " + words(400)), assistant("old " + words(400))]
     msgs += [user('<context section="scaffolding_reminder">' + words(600, "r") + "</context> hi")]
     msgs.append(user("now"))
-    policy = Policy(history=HistoryPolicy(keep_recent=5, relevance="off"))
+    policy = Policy(
+        history=HistoryPolicy(keep_recent=5, relevance="off"), cache=CachePolicy(enabled=False)
+    )
     out = plan_request(body_of(msgs), policy, WORDS, 1000)
     by_msg = {(it.message, it.kind): it for it in out.report.items}
     reminder = by_msg[(3, "block")]
@@ -503,20 +517,40 @@ def test_plan_view_table_and_colour() -> None:
     assert len(every.splitlines()) > len(plain.splitlines())
 
 
-def test_example_session_is_trimmed_out_of_the_box() -> None:
+def example_session() -> dict[str, Any]:
     from pathlib import Path
 
+    return dict(
+        orjson.loads((Path(__file__).parents[2] / "examples" / "agent_session.json").read_bytes())
+    )
+
+
+def test_example_session_shows_every_action_per_request() -> None:
+    """examples/per-request/default.yaml (cache off): every kind of decision on show."""
     from proxy.tokens.windows import ContextWindows
 
-    body = orjson.loads(
-        (Path(__file__).parents[2] / "examples" / "agent_session.json").read_bytes()
-    )
-    policy = Policy()
+    body = example_session()
+    policy = Policy(cache=CachePolicy(enabled=False))
     tokenizer = TokenCounter().for_model(body["model"], policy)
     out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
     actions = {it.action for it in out.report.items}
     assert {"keep", "drop", "truncate", "dedupe", "summarize", "summary-inserted"} <= actions
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
+    kinds = {it.kind for it in out.report.items}
+    assert {"block", "heading", "message"} <= kinds
+
+
+def test_example_session_is_trimmed_out_of_the_box() -> None:
+    """The default (cache-stable cuts): cut at a step boundary, every dropped turn says so."""
+    from proxy.tokens.windows import ContextWindows
+
+    body = example_session()
+    policy = Policy()
+    tokenizer = TokenCounter().for_model(body["model"], policy)
+    out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
+    assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
+    dropped = [it for it in out.report.items if it.action == "drop"]
+    assert dropped and all("cache-stable cut" in it.reason for it in dropped)
     kinds = {it.kind for it in out.report.items}
     assert {"block", "heading", "message"} <= kinds
 

@@ -20,7 +20,7 @@ def problems_of(text: str) -> list[str]:
 
 def test_defaults_and_empty_file() -> None:
     assert Policy().cache == CachePolicy(
-        enabled=False,
+        enabled=True,
         watermark=0.4,
         recall_share=0.9,
         recall_reserve=0.0,

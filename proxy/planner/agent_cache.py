@@ -1,0 +1,308 @@
+"""Agent cache mode: an agent loop planned as of its last step boundary, newer steps appended.
+
+An agent resends its whole loop every step, and the per-request plan re-decides which old
+results to keep for the newest commands every step: the forwarded prompt changes near its
+start each time, and the provider's prompt cache never hits (22% of trimmed prompt tokens
+on the agent runs at 16k). Here the loop is planned as it stood at its last step boundary
+(the first unit boundary at or after k * step tokens from its start, k the whole steps in
+it), at the watermark's share of the budget, and the messages after that boundary go
+after that plan as they came. That plan is a function of the boundary's prefix alone, so
+every step until the next boundary forwards the same prefix and appends to it. The old
+results that the newest commands name and that plan left out are brought back in one
+message at the end (recalled: never cached, so it is small). A function of the request and
+the policy alone, like the stable cut of a conversation (stable_cut.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from proxy.planner.agent_rank import agent_worth
+from proxy.planner.cache_report import message_items
+from proxy.planner.history import calls_text
+from proxy.planner.items import Layout
+from proxy.planner.outcome import PlanOutcome
+from proxy.planner.refusal import Refused
+from proxy.planner.report import ItemReport, PlanReport, SectionReport
+from proxy.planner.stable_cut import step_of
+from proxy.policy import Policy
+from proxy.relevance import TermIndex
+from proxy.types import Body, Tokenizer
+
+RECALL_TOOLS_HEAD = "[context-proxy: tool results recalled from earlier in this task]"
+_RESULTS = ("tool", "function")
+_MIN_ROOM = 64  # tokens: less holds no result worth the message
+_RETRIES = 3  # counts are not quite additive: drop the least worth and try again
+
+# Plans a body under a policy and a context window, cache mode off.
+PlanAt = Callable[[Body, Policy, int], PlanOutcome]
+
+
+def is_agent_loop(layout: Layout, full: Sequence[int]) -> bool:
+    """Whether the request is an agent's loop: tool exchanges (calls with their results)
+    carry most of it, at least two to a user message on average (a chat that calls a
+    tool for some of its turns is planned as a conversation)."""
+    exchanges = [unit for unit in layout.units if len(unit) > 1]
+    users = layout.roles.count("user")
+    if len(exchanges) < 2 * max(users, 1):
+        return False
+    tokens = sum(full[i] for unit in exchanges for i in unit)
+    return 2 * tokens > sum(full)
+
+
+def boundary(layout: Layout, full: Sequence[int], step: int) -> int:
+    """The index of the first message of a unit at or after k * step tokens from the start,
+    k = the whole steps in the messages; len(full) when none (the newest unit ends there)."""
+    mark = sum(full) // step * step
+    starts = {unit[0] for unit in layout.units if unit}
+    seen = 0
+    for i, cost in enumerate(full):
+        if seen >= mark and i in starts:
+            return i
+        seen += cost
+    return len(full)
+
+
+def _keeps_current_turn(layout: Layout, at: int, planned: list[Any]) -> bool:
+    """Whether the boundary's plan forwards as they came the messages before the boundary
+    that this request must keep whole: its current turn (the last user message, the
+    newest tool exchanges, a final assistant message). At the boundary they may have been
+    its older exchanges, or a smaller budget may have cut them."""
+    stripped = layout.stripped
+    must = [stripped[i] for i in range(layout.current_start, at) if layout.in_current(i)]
+    return all(any(m is p or m == p for p in planned) for m in must)
+
+
+@dataclass(slots=True)
+class _Recall:
+    message: dict[str, str]
+    at: int  # its index in the forwarded messages
+    count: int  # results it holds
+
+
+def plan_anchored(
+    body: Body,
+    policy: Policy,
+    layout: Layout,
+    full: Sequence[int],
+    totals: tuple[int, int],
+    tokenizer: Tokenizer,
+    terms: TermIndex | None,
+    plan_at: PlanAt,
+    context_window: int,
+) -> PlanOutcome | None:
+    """The outcome for an over-budget agent loop in cache mode; None when it cannot be
+    planned this way (no boundary past the task, the plan refused, or the steps since the
+    boundary do not fit beside it): then the ordinary planner decides. `totals`: budget,
+    tokens before."""
+    budget, before = totals
+    step = step_of(budget, policy.cache.agent_watermark)
+    at = boundary(layout, full, step)
+    first = next((i for i, r in enumerate(layout.roles) if r == "user"), len(full))
+    if at <= first + 1 or budget - step <= 0:
+        return None
+    messages = body["messages"]
+    anchored_policy = replace(
+        policy, budget=replace(policy.budget, ratio=1.0, reserve_output=False)
+    )
+    try:
+        head = plan_at({**body, "messages": messages[:at]}, anchored_policy, budget - step)
+    except Refused:
+        return None
+    planned = list(head.body["messages"])
+    if not _keeps_current_turn(layout, at, planned):
+        return None  # the boundary's plan cut into what this request must keep whole
+    tail = list(layout.stripped[at:])
+    result = plan_at({**body, "messages": [*planned, *tail]}, policy, context_window)
+    if result.changed:  # the steps since the boundary did not fit beside its plan
+        return None
+    recall = None
+    share = policy.cache.agent_recall_share
+    room = min(budget - result.tokens_after, int(share * budget))
+    if room >= _MIN_ROOM:
+        recall, result = _with_recall(
+            body, policy, layout, full, planned, tail, (at, room), tokenizer, terms, plan_at,
+            context_window, result,
+        )  # fmt: skip
+    problems = list(dict.fromkeys([*layout.problems, *head.problems, *result.problems]))
+    return replace(
+        result,
+        changed=True,
+        tokens_before=before,
+        dropped=head.dropped,
+        truncated=head.truncated,
+        summarized=head.summarized,
+        deduped=head.deduped,
+        trimmed=head.trimmed,
+        cleared=head.cleared,
+        problems=problems,
+        make_report=_report(layout, head, result, at, recall, before, problems, step),
+    )
+
+
+def _with_recall(
+    body: Body,
+    policy: Policy,
+    layout: Layout,
+    full: Sequence[int],
+    planned: list[Any],
+    tail: list[Any],
+    where: tuple[int, int],
+    tokenizer: Tokenizer,
+    terms: TermIndex | None,
+    plan_at: PlanAt,
+    context_window: int,
+    result: PlanOutcome,
+) -> tuple[_Recall | None, PlanOutcome]:
+    """The forwarded messages with the recall message, and its outcome; or no recall and
+    `result` as it was when nothing worth recalling fits."""
+    at, room = where
+    stripped, roles = layout.stripped, layout.roles
+    # The results the boundary's plan forwards as they came (not cleared, cut or dropped).
+    forwarded_results = {
+        _call_id(m): m for m in planned if isinstance(m, dict) and m.get("role") in _RESULTS
+    }
+    names = _tool_names(stripped)
+    candidates = [
+        i
+        for i in range(at)
+        if roles[i] in _RESULTS
+        and forwarded_results.get(_call_id(stripped[i])) != stripped[i]
+        and isinstance(stripped[i].get("content"), str)
+        and stripped[i]["content"].strip()
+    ]
+    if not candidates:
+        return None, result
+    newest = [m for m in stripped if isinstance(m, dict) and calls_text(m)]
+    newest = newest[-max(1, policy.tools.keep_recent) :]
+    commands = "\n".join(calls_text(m) for m in newest)
+    context = "\n".join(str(m.get("content") or "") for m in newest)
+    texts = [stripped[i]["content"] for i in candidates]
+    worth = agent_worth(texts, [full[i] for i in candidates], commands, context, terms)
+    ranked = sorted(
+        (j for j in range(len(candidates)) if worth[j] > 0.0),
+        key=lambda j: (-worth[j], -candidates[j]),
+    )
+    used = tokenizer.count_message({"role": "system", "content": RECALL_TOOLS_HEAD})
+    chosen: list[int] = []
+    lines: dict[int, str] = {}
+    for j in ranked:
+        i = candidates[j]
+        line = f"result of {names.get(_call_id(stripped[i]) or '', 'a tool')}:\n{texts[j]}"
+        cost = tokenizer.count_text("\n\n" + line)
+        if used + cost <= room:
+            chosen.append(j)
+            lines[j] = line
+            used += cost
+    forwarded = [*planned, *tail]
+    position = _position(forwarded, len(planned))
+    for _ in range(_RETRIES):
+        if not chosen:
+            break
+        text = "\n\n".join([RECALL_TOOLS_HEAD, *(lines[j] for j in sorted(chosen))])
+        message = {"role": "system", "content": text}
+        messages = [*forwarded[:position], message, *forwarded[position:]]
+        tried = plan_at({**body, "messages": messages}, policy, context_window)
+        if not tried.changed:
+            return _Recall(message, position, len(chosen)), tried
+        chosen.remove(min(chosen, key=lambda j: (worth[j], candidates[j])))
+    return None, result
+
+
+def _position(forwarded: list[Any], planned: int) -> int:
+    """Where the recall goes: at the end, after the newest results (so the next step's
+    prompt starts with everything before it); before a trailing user or assistant message
+    of the steps since the boundary (the turn's own words stay last)."""
+    at = len(forwarded)
+    while at > planned and _role(forwarded[at - 1]) not in _RESULTS:
+        at -= 1
+    return at if at > planned else len(forwarded)
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _call_id(message: Any) -> str | None:
+    found = message.get("tool_call_id") if isinstance(message, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _tool_names(messages: Sequence[Any]) -> dict[str, str]:
+    """Tool call id -> the tool's name, from the assistant messages' calls."""
+    names: dict[str, str] = {}
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(call.get("id"), str):
+                names[call["id"]] = str(function.get("name") or "a tool")
+    return names
+
+
+def _report(
+    layout: Layout,
+    head: PlanOutcome,
+    result: PlanOutcome,
+    at: int,
+    recall: _Recall | None,
+    before: int,
+    problems: list[str],
+    step: int,
+) -> Callable[[], PlanReport]:
+    """The report in the request's own message numbers: the boundary's plan for the
+    messages before it, the steps since it kept, the recall added (on demand: the hot path
+    needs only the counts)."""
+
+    def make() -> PlanReport:
+        inner, outer = head.report, result.report
+        report = PlanReport(
+            outer.budget,
+            outer.context_window,
+            before,
+            outer.tokens_after,
+            outer.tokenizer,
+            outer.estimated,
+        )
+        report.problems = list(problems)
+        items: list[ItemReport] = list(inner.items)
+        sections = {s.section: replace(s) for s in inner.sections}
+        note = f"planned as of the step boundary at message {at} (steps of {step:,} tokens)"
+        for i in range(at, len(layout.stripped)):  # the steps since: as they came
+            for it in message_items(layout, i, "keep", f"after the boundary; {note}", kept=True):
+                _add(sections, it)
+                items.append(it)
+        for item in outer.items:
+            if recall is not None and item.message == recall.at:
+                it = replace(
+                    item,
+                    message=len(layout.stripped) - 1,  # it follows the newest message
+                    kind="recall",
+                    tag="cache recall",
+                    action="summary-inserted",
+                    reason=f"{recall.count} earlier tool results recalled for the newest "
+                    f"commands; {note}",
+                )
+                _add(sections, it)
+                items.append(it)  # last: the stable sort below keeps it after that message
+        report.items = sorted(items, key=_message)
+        report.sections = list(sections.values())
+        return report
+
+    return make
+
+
+def _add(sections: dict[str, SectionReport], it: ItemReport) -> None:
+    st = sections.get(it.section)
+    if st is None:
+        st = sections[it.section] = SectionReport(it.section, it.priority, None, 0, 0, 0)
+    st.wanted += it.tokens
+    st.used += it.tokens_after
+    st.allocated += it.tokens_after
+    st.kept += 1
+
+
+def _message(it: ItemReport) -> int:
+    return it.message
