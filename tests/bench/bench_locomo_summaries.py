@@ -41,7 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_locomo import DEFAULT_PATH, MODEL, SYSTEM, Case, Conversation, load, tokenizer
+from bench_locomo import DEFAULT_PATH, MODEL, SYSTEM, Case, Conversation, load, recalled, tokenizer
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner import plan_request
@@ -120,6 +120,7 @@ def evaluate(
                     continue
                 t["fits"] += tok.count_request({"model": MODEL, "messages": out}) <= budget
                 present = {conv.by_content.get(m.get("content")) for m in out}
+                present |= recalled(conv, out)  # cache mode's recall message
                 sessions = summary_kept(out, conv)
                 t["summaries_kept"] += len(sessions)
                 for i in case.evidence:
