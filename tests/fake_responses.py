@@ -32,7 +32,9 @@ def response(body: dict[str, Any], text: str, size: int, arguments: str) -> dict
     user message, else a message saying `text` (and the last tool output, if any)."""
     items = body.get("input")
     last = items[-1] if isinstance(items, list) and items else {"role": "user"}
-    tools = [t for t in body.get("tools") or () if t.get("type") == "function"]
+    given = body.get("tools")
+    listed = given if isinstance(given, list) else []  # a real upstream would say 400
+    tools = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]
     output: list[dict[str, Any]]
     if tools and last.get("role") == "user":
         output = [

@@ -102,9 +102,13 @@ def to_chat(body: dict[str, Any]) -> Converted:
             else:
                 add(opaque([given[i] for i in pending]), "opaque", pending)
     neutral: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    tools = [t for t in map(_tool, body.get("tools") or ()) if t is not None]
-    if tools:
-        neutral["tools"] = tools
+    given_tools = body.get("tools")
+    if isinstance(given_tools, list):
+        tools = [t for t in map(_tool, given_tools) if t is not None]
+        if tools:
+            neutral["tools"] = tools
+    elif given_tools is not None:  # not a list: counted as chat counts junk (its JSON text)
+        neutral["tools"] = given_tools
     choice = _tool_choice(body.get("tool_choice"))
     if choice is not None:
         neutral["tool_choice"] = choice

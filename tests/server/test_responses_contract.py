@@ -124,3 +124,19 @@ def test_a_body_over_a_megabyte_is_read_and_written_back_off_the_loop(
     )
     sent = upstream.last.json()["input"]
     assert sent[-1] == items[-1] and in_order(sent, items)
+
+
+def test_fields_of_the_wrong_shape_never_give_a_500(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """Whatever a client puts in the optional fields, forwarding and the plan endpoint
+    answer as for chat (an OpenAI-shaped 4xx or the upstream's answer), never a 500."""
+    odd: list[Any] = [1, "x", {"a": 1}, [1, "x", None], True, 2.5]
+    for field in ("tools", "tool_choice", "instructions", "max_output_tokens", "reasoning"):
+        for value in odd:
+            body = {"model": "gpt-4o", "input": "hi", field: value}
+            for route in ("/v1/responses", "/v1/context/plan"):
+                response = httpx.post(proxy.url + route, json=body)
+                assert response.status_code < 500, (field, value, route, response.text)
+                if response.status_code >= 400:
+                    assert "error" in response.json()
