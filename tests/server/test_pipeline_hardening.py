@@ -196,11 +196,7 @@ def test_the_first_request_waits_for_no_encoding_load(
 
     monkeypatch.setattr("proxy.tokens.counter.load_encoding", counted)
     proxy = start_proxy()
-    assert httpx.get(proxy.url + "/healthz", timeout=5).status_code == 200
-    deadline = time.monotonic() + 60
-    while len(loads) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)  # let the loads finish building
+    # The first request goes the moment the server answers: nothing waited for the loads.
     before = list(loads)
     assert sorted(before) == ["cl100k_base", "o200k_base"]
     r = httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, timeout=30)
