@@ -211,6 +211,39 @@ def test_over_budget_agent_loop(
     assert row["prompt_tokens"] == len(upstream.last.body) // 4 + 3
 
 
+def test_over_budget_agent_loop_streamed(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    """The same loop with responses.stream: trimmed to fit, every event relayed, one
+    usage row with the exact input tokens and the x-context headers."""
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    items = agent_loop(40)
+    with client(proxy).responses.stream(
+        model="gpt-4o", input=items, tools=TOOLS, max_output_tokens=300
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "Tool said" in final.output_text
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    sent = upstream.last.json()
+    assert sent["input"][0] == items[0] and sent["input"][-1] == items[-1]
+    assert len(upstream.last.body) < len(orjson.dumps(items))  # trimmed
+    with httpx.stream(
+        "POST", proxy.url + "/v1/responses",
+        json={"model": "gpt-4o", "input": items, "tools": TOOLS, "max_output_tokens": 300,
+              "stream": True},
+    ) as response:  # fmt: skip
+        assert int(response.headers["x-context-trimmed"]) > 0
+        assert int(response.headers["x-context-tokens-after"]) <= int(
+            response.headers["x-context-budget"]
+        )
+        b"".join(response.iter_bytes())
+    rows = usage_rows(proxy, at_least=2)
+    assert all(r["api"] == "responses" and r["stream"] for r in rows[-2:])
+    assert rows[-1]["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+
+
 def test_stream_relays_every_event(proxy: RunningProxy, upstream: FakeUpstream) -> None:
     with client(proxy).responses.stream(model="gpt-4o", input="Say hello.") as stream:
         kinds = [event.type for event in stream]
