@@ -103,13 +103,19 @@ def test_the_next_steps_append_to_the_same_prefix_until_a_boundary() -> None:
     assert kept > 3 * moved > 0
 
 
-def test_an_old_result_the_newest_command_names_is_recalled_at_the_end() -> None:
+def referencing_run() -> list[dict[str, Any]]:
+    """60 steps, each reading a file whose path its result starts with; the newest command
+    reads src/module_005.py again (step 5's result: message 13)."""
     steps = [
         (f"cat src/module_{i:03d}.py", f"src/module_{i:03d}.py: " + filler(120, f"w{i}x"))
         for i in range(60)
     ]
     steps[-1] = ("sed -n 1,80p src/module_005.py", filler(60, "q"))
-    loop = run(steps)
+    return run(steps)
+
+
+def test_an_old_result_the_newest_command_names_is_recalled_at_the_end() -> None:
+    loop = referencing_run()
     old = loop[3 + 2 * 5]  # step 5's result
     out = forwarded(loop, 4000).body["messages"]
     assert old not in before_recall(out)  # the boundary's plan left it out (or cleared it)
@@ -121,19 +127,14 @@ def test_an_old_result_the_newest_command_names_is_recalled_at_the_end() -> None
 
 
 def test_no_recall_when_its_share_is_zero() -> None:
-    steps = [(f"cat src/module_{i}.py", f"file{i} " + filler(120, f"w{i}x")) for i in range(40)]
-    steps[-1] = ("cat src/module_3.py", "again")
-    out = forwarded(run(steps), 3000, policy(agent_recall_share=0.0)).body["messages"]
-    assert recall_of(out) == []
+    loop = referencing_run()
+    assert recall_of(forwarded(loop, 4000).body["messages"])
+    out = forwarded(loop, 4000, policy(agent_recall_share=0.0))
+    assert recall_of(out.body["messages"]) == [] and out.tokens_after <= 4000
 
 
 def test_the_report_numbers_every_message_of_the_request() -> None:
-    steps = [
-        (f"cat src/module_{i:03d}.py", f"src/module_{i:03d}.py: " + filler(120, f"w{i}x"))
-        for i in range(60)
-    ]
-    steps[-1] = ("sed -n 1,80p src/module_005.py", filler(60, "q"))
-    loop = run(steps)
+    loop = referencing_run()
     out = forwarded(loop, 4000)
     report = out.report
     assert {it.message for it in report.items} == set(range(len(loop)))
