@@ -230,14 +230,9 @@ def _check_relations(policy: Policy, root: yaml.Node, problems: Problems) -> Non
     if policy.thresholds.warning > policy.thresholds.critical:
         node = _child(root, "thresholds") or root
         problems.add(node, "thresholds.warning must not exceed thresholds.critical")
-    if policy.cache.watermark >= 1.0:  # a step of (1 - watermark) * budget must be > 0
-        node = _child(_child(root, "cache") or root, "watermark") or root
-        problems.add(node, "cache.watermark must be below 1 (the cut moves in steps of 1 - it)")
-    if policy.cache.agent_watermark >= 1.0:  # the same for an agent loop's step boundaries
-        node = _child(_child(root, "cache") or root, "agent_watermark") or root
-        problems.add(
-            node, "cache.agent_watermark must be below 1 (the plan moves in steps of 1 - it)"
-        )
+    for key in (k for k in ("watermark", "agent_watermark") if getattr(policy.cache, k) >= 1):
+        node = _child(_child(root, "cache") or root, key) or root
+        problems.add(node, f"cache.{key} must be below 1 (the cut moves in steps of 1 - it)")
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", policy.team):
         node = _child(root, "team") or root
         problems.add(node, "team must be 1-64 letters, digits, '_', '-' or '.'")

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
-from proxy.planner.agent_cache import RECALL_TOOLS_HEAD  # noqa: E402
+from proxy.planner.agent_recall import RECALL_TOOLS_HEAD  # noqa: E402
 from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from proxy.planner.agent_cache import RECALL_TOOLS_HEAD, boundary, is_agent_loop
+from proxy.planner.agent_cache import boundary, is_agent_loop
+from proxy.planner.agent_recall import RECALL_TOOLS_HEAD
 from proxy.planner.request import plan_request
 from proxy.planner.sections import build_layout
 from proxy.policy.model import BudgetPolicy, CachePolicy, Policy
