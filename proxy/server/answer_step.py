@@ -48,16 +48,18 @@ def finish_plain(
                 code="upstream_invalid_response",
             )
             ex.answered = False  # nothing usable was served
+            headers = ex.context_headers()
             ex.finish(services, exc.status, exc.code)
-            return responses.error(exc, ex.context_headers())
+            return responses.error(exc, headers)
         if isinstance(parsed, dict):
             ex.take_usage(parsed.get("usage"))
             if not ex.usage_from_upstream:
                 ex.estimated_completion = estimate_completion(tokenizer, text_of(parsed))
     else:
         error = f"upstream_{status}"
+    headers = ex.context_headers()
     ex.finish(services, status, error)
-    return responses.plain(status, upstream.headers, answer, ex.context_headers())
+    return responses.plain(status, upstream.headers, answer, headers)
 
 
 async def relay_stream(

@@ -8,12 +8,12 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model, request_cost, trim_savings
 from proxy.types import Level, Tokenizer
-from proxy.usage import OTHER, UsageRecord, level_for, utc_now_iso
+from proxy.usage import OTHER, UsageRecord, level_for, utc_iso
 
 _LEVELS = {level: level.value.encode("ascii") for level in Level}
 
@@ -63,6 +63,20 @@ class RequestIds:
         return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
 
 
+class Figures(NamedTuple):
+    """A plan's figures the usage row needs: kept past the request, unlike its outcome
+    (which holds the whole body)."""
+
+    context_window: int | None
+    budget: int | None
+    tokens_before: int
+    tokens_after: int
+    dropped: int
+    truncated: int
+    summarized: int
+    deduped: int
+
+
 @dataclass(slots=True)
 class Exchange:
     """Accumulates the facts of one request as it goes down the pipeline."""
@@ -83,6 +97,12 @@ class Exchange:
     answered: bool = False  # the upstream served an answer (only then is a quota charged)
     cached_tokens: int | None = None  # as the upstream reported them; None when it did not
     api: str = "chat"  # "chat" or "responses": which API the client called
+    # Set by finish, read by book: when and how it ended, and the plan's figures.
+    ended: float = 0.0
+    ended_at: float = 0.0  # time.time(), for the row's timestamp
+    status: int = 0
+    error: str | None = None
+    figures: Figures | None = None
 
     @property
     def level(self) -> Level:
@@ -134,10 +154,25 @@ class Exchange:
             if type(cached) is int and cached >= 0:
                 self.cached_tokens = cached
 
-    def finish(self, services: Services, status: int, error: str | None = None) -> UsageRecord:
-        """Write the usage row, update quotas, thresholds and metrics."""
-        now = time.perf_counter()
-        o, policy = self.outcome, self.policy
+    def finish(self, services: Services, status: int, error: str | None = None) -> None:
+        """The exchange is over: book it (services.books, within milliseconds). Its
+        outcome is let go here (the row needs only its figures): the context headers,
+        which read it, are taken before."""
+        self.ended, self.ended_at = time.perf_counter(), time.time()
+        self.status, self.error = status, error
+        o = self.outcome
+        if o is not None:
+            self.figures = Figures(
+                o.context_window, o.budget, o.tokens_before, o.tokens_after,
+                o.dropped, o.truncated, o.summarized, o.deduped,
+            )  # fmt: skip
+            self.outcome = None
+        services.books.add(self, services)
+
+    def book(self, services: Services) -> UsageRecord:
+        """Write the usage row, update quotas, thresholds and metrics (after finish)."""
+        now, status, error = self.ended, self.status, self.error
+        o, policy = self.figures, self.policy
         team = policy.team if policy else "unknown"
         # Quotas count only what the upstream served: a request that never got an answer
         # (unreachable, timed out, the client gone first) is charged nothing.
@@ -162,7 +197,11 @@ class Exchange:
         )
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None
-        level = self.level
+        level = (
+            level_for(utilization, policy.thresholds)
+            if policy is not None and utilization is not None
+            else Level.NORMAL
+        )
         tokens_before = o.tokens_before if o else 0
         tokens_after = o.tokens_after if o else 0
         cost = saved = None
@@ -175,7 +214,7 @@ class Exchange:
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.
         record = UsageRecord(
-            utc_now_iso(),  # ts
+            utc_iso(self.ended_at),  # ts
             self.request_id,
             team,
             self.model,

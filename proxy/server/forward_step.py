@@ -34,6 +34,8 @@ def check_quota(services: Services, ex: Exchange) -> None:
     quotas = ex.policy.quotas
     if quotas.daily_tokens is None and quotas.monthly_tokens is None:
         return
+    if services.books.pending:  # the requests just finished count too
+        services.books.drain()
     ex.quota = status = services.quotas.status(ex.policy.team, quotas, ex.policy.thresholds)
     if quotas.hard_limit and status.exceeded:
         raise QuotaExceeded(
@@ -52,7 +54,7 @@ def upstream_target(
 ) -> SummaryTarget:
     """Where the request goes and with which headers: the client's minus hop-by-hop and
     proxy-only ones, a JSON content type, the upstream credentials the policy names."""
-    headers = clean_headers(client, headers_not_forwarded(policies, NOT_FORWARDED))
+    headers = clean_headers(client.raw, headers_not_forwarded(policies, NOT_FORWARDED))
     headers.append(("content-type", "application/json"))
     auth = upstream_authorization(policies, policy, client, services.environ)
     if auth:
@@ -88,13 +90,15 @@ def failed(services: Services, ex: Exchange, exc: Exception) -> Response:
     if isinstance(exc, ProxyError):
         if isinstance(exc, Refused):  # refused for length: its figures are known
             ex.outcome = exc.outcome
+        headers = ex.context_headers()
         ex.finish(services, exc.status, exc.code or exc.type)
-        return responses.error(exc, ex.context_headers())
+        return responses.error(exc, headers)
     if isinstance(exc, ClientGone):
         ex.answered = False  # the answer was never read: nothing was served
         ex.finish(services, 499, "client_disconnected")
         return Response(status_code=499)  # nobody is listening: the closed answer is moot
     # A bug: still an OpenAI-shaped answer and a usage row.
     failure = internal_error(exc, ex.request_id)
+    headers = ex.context_headers()
     ex.finish(services, failure.status, failure.code)
-    return responses.error(failure, ex.context_headers())
+    return responses.error(failure, headers)

@@ -41,7 +41,7 @@ async def forward(request: Request) -> Response:
         limit = services.settings.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(too_large(limit))
-        headers = clean_headers(request.headers, headers_not_forwarded(policies))
+        headers = clean_headers(request.headers.raw, headers_not_forwarded(policies))
         if declared is not None:
             headers.append(("content-length", declared))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)

@@ -64,9 +64,7 @@ async def context_plan(request: Request) -> Response:
         return responses.error(exc, ex.context_headers())
     except Exception as exc:  # a bug, not the client's input (plan() sorts those out)
         return responses.error(internal_error(exc, ex.request_id), ex.context_headers())
-    response = responses.plain(
-        200, [("content-type", "application/json")], answer, ex.context_headers()
-    )
+    response = responses.plain(200, responses.JSON, answer, ex.context_headers())
     response.keep = (raw, body, outcome)  # freed once the answer is out
     return response
 

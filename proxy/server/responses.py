@@ -3,69 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError
+from proxy.upstream import percent_encoded
 
-_BAD_NAME = frozenset(' :"(),/;<=>?@[\\]{}')
-# Connection-level headers are never relayed (RFC 9110 7.6.1); content-length is ours to set.
-HOP_BY_HOP_OUT = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
+Headers = Sequence[tuple[bytes, bytes]]
+JSON: Headers = ((b"content-type", b"application/json"),)
 
 
-Extra = Mapping[str, str] | Sequence[tuple[bytes, bytes]]
-
-
-def _raw(headers: list[tuple[str, str]], extra: Extra) -> list[tuple[bytes, bytes]]:
-    """The upstream's headers (checked), then the proxy's own `extra` ones it lacks:
-    given as a mapping they are checked too; as (bytes, bytes) pairs they are ours,
-    built valid (Exchange.context_headers), and go out as they are."""
-    raw = [pair for k, v in headers if (pair := _header(k, v)) is not None]
-    names = {k for k, _ in raw}
-    if isinstance(extra, Mapping):
-        for k, v in extra.items():
-            pair = _header(k, v)
-            if pair is not None and pair[0] not in names:
-                raw.append(pair)
-    elif names:
-        raw += [pair for pair in extra if pair[0] not in names]
-    else:
+def _raw(headers: Headers, extra: Headers) -> list[tuple[bytes, bytes]]:
+    """The upstream's headers (made relayable by the upstream client), then the proxy's own
+    `extra` ones it lacks (built valid: Exchange.context_headers)."""
+    raw = list(headers)
+    if not raw:
         raw += extra
+    elif extra:
+        names = {k for k, _ in raw}
+        raw += [pair for pair in extra if pair[0] not in names]
     return raw
 
 
 def header_value(value: str) -> bytes:
     """`value` as bytes a client may receive: anything but printable ASCII percent-encoded."""
-    if not (value.isascii() and value.isprintable()):
-        data = value.encode("utf-8", "surrogateescape")
-        value = "".join(chr(b) if 0x20 <= b < 0x7F else f"%{b:02X}" for b in data)
-    return value.encode("ascii")
-
-
-def _header(name: str, value: str) -> tuple[bytes, bytes] | None:
-    """A header as bytes the client may receive, or None to drop it.
-
-    An upstream's header value may be anything its parser let through (UTF-8, CR, NUL):
-    such a value is percent-encoded rather than failing the whole answer with a 500, and a
-    name that is not a plain token, or a hop-by-hop one, is dropped.
-    """
-    low = name.lower()
-    # Names arrive parsed as tokens; only cheap checks for what would break the head.
-    if low in HOP_BY_HOP_OUT or not (low.isascii() and low.isprintable()) or _BAD_NAME & set(low):
-        return None
-    return low.encode("ascii"), header_value(value)
+    if value.isascii() and value.isprintable():
+        return value.encode("ascii")
+    return percent_encoded(value.encode("utf-8", "surrogateescape"))
 
 
 class Plain(Response):
@@ -85,10 +51,8 @@ class Plain(Response):
         self.raw_headers = raw_headers
 
 
-def plain(
-    status: int, headers: list[tuple[str, str]], body: bytes, extra: Extra | None = None
-) -> Plain:
-    raw = _raw(headers, extra or {})
+def plain(status: int, headers: Headers, body: bytes, extra: Headers = ()) -> Plain:
+    raw = _raw(headers, extra)
     # Our own content-length, never the upstream's: it may describe an encoding we undid.
     # None on answers that must not have a body (as Starlette's own Response does).
     if not (status < 200 or status in (204, 304)):
@@ -147,19 +111,16 @@ class Relayed(Response):
 
 
 def streamed(
-    status: int,
-    headers: list[tuple[str, str]],
-    chunks: AsyncGenerator[bytes],
-    extra: Extra | None = None,
+    status: int, headers: Headers, chunks: AsyncGenerator[bytes], extra: Headers = ()
 ) -> Relayed:
-    return Relayed(status, _raw(headers, extra or {}), chunks)
+    return Relayed(status, _raw(headers, extra), chunks)
 
 
-def error(exc: ProxyError, extra: Extra | None = None) -> Plain:
-    headers = [("content-type", "application/json")]
-    if exc.status == 401:
-        headers.append(("www-authenticate", 'Bearer realm="context-proxy"'))
-    return plain(exc.status, headers, exc.body(), extra)
+_UNAUTHORIZED = (*JSON, (b"www-authenticate", b'Bearer realm="context-proxy"'))
+
+
+def error(exc: ProxyError, extra: Headers = ()) -> Plain:
+    return plain(exc.status, _UNAUTHORIZED if exc.status == 401 else JSON, exc.body(), extra)
 
 
 async def internal_error(_request: object, _exc: Exception) -> Plain:

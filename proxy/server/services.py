@@ -13,6 +13,7 @@ from typing import Any
 
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
+from proxy.server.books import Books
 from proxy.server.exchange import RequestIds
 from proxy.server.settings import Settings
 from proxy.server.warmup import warm_tokenizers
@@ -45,6 +46,7 @@ class Services:
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
     plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
+    books: Books = field(default_factory=Books)  # finished requests, booked in batches
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""
@@ -127,6 +129,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         for task in list(services.tasks):
             task.cancel()
         await asyncio.gather(*services.tasks, return_exceptions=True)
+        services.books.drain()  # every finished request's row, before the log closes
         await services.summaries.aclose()
         if shared is not None:
             await shared.aclose()  # hands the last unsent quota tokens to Redis

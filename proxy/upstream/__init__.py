@@ -1,6 +1,13 @@
 """The one HTTP client for the upstream, the SSE relay tap, and header hygiene."""
 
-from proxy.upstream.client import Timeouts, Upstream, UpstreamBroke, UpstreamResponse, clean_headers
+from proxy.upstream.client import (
+    Timeouts,
+    Upstream,
+    UpstreamBroke,
+    UpstreamResponse,
+    clean_headers,
+    percent_encoded,
+)
 from proxy.upstream.responses_sse import ResponsesTap, response_error_event
 from proxy.upstream.sse import StreamTap, error_event
 
@@ -13,5 +20,6 @@ __all__ = [
     "UpstreamResponse",
     "clean_headers",
     "error_event",
+    "percent_encoded",
     "response_error_event",
 ]

@@ -2,7 +2,14 @@
 
 from proxy.usage.inclusion import InclusionLog, carries_ids, inclusion_line
 from proxy.usage.labels import OTHER
-from proxy.usage.ledger import ThresholdWatch, UsageLog, UsageRecord, level_for, utc_now_iso
+from proxy.usage.ledger import (
+    ThresholdWatch,
+    UsageLog,
+    UsageRecord,
+    level_for,
+    utc_iso,
+    utc_now_iso,
+)
 from proxy.usage.metrics import Metrics, route_group
 from proxy.usage.quotas import QuotaBook, QuotaStatus
 
@@ -19,5 +26,6 @@ __all__ = [
     "inclusion_line",
     "level_for",
     "route_group",
+    "utc_iso",
     "utc_now_iso",
 ]

@@ -25,7 +25,12 @@ _MODEL_LOG_CHARS = 200  # model names come from clients: cap what goes into a wa
 
 def utc_now_iso() -> str:
     """Now as ISO 8601 UTC with millisecond precision and a 'Z' suffix."""
-    ms = int(time.time() * 1000)
+    return utc_iso(time.time())
+
+
+def utc_iso(epoch_s: float) -> str:
+    """`epoch_s` (time.time()) as ISO 8601 UTC with millisecond precision and a 'Z' suffix."""
+    ms = int(epoch_s * 1000)
     # The seconds are formatted once per second (a datetime per row was ~3 µs of each request).
     return f"{_second_iso(ms // 1000)}.{ms % 1000:03d}Z"
 

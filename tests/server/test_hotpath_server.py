@@ -20,6 +20,7 @@ from proxy.server.disconnect import ClientGone, cancel_on_disconnect
 from proxy.server.exchange import Exchange
 from proxy.types import Level
 from proxy.upstream import Timeouts, Upstream
+from proxy.upstream.client import relayable_headers
 
 
 def test_request_ids_are_unique_and_need_no_syscall_each() -> None:
@@ -68,7 +69,7 @@ def test_a_policy_name_that_is_not_ascii_is_percent_encoded() -> None:
 
 def test_pre_encoded_headers_yield_to_the_upstreams_and_keep_their_order() -> None:
     ex = Exchange("req_9", outcome=outcome())  # type: ignore[arg-type]
-    upstream = [("Content-Type", "application/json"), ("X-Request-Id", "up")]
+    upstream = relayable_headers([(b"Content-Type", b"application/json"), (b"X-Request-Id", b"up")])
     answer = responses.plain(200, upstream, b"{}", ex.context_headers())
     names = [k for k, _ in answer.raw_headers]
     assert names[:3] == [b"content-length", b"content-type", b"x-request-id"]

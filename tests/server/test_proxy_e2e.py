@@ -341,11 +341,11 @@ def test_trimmed_answer_has_exact_length_and_headers(
 def test_plain_response_length_rules() -> None:
     from proxy.server import responses
 
-    ok = responses.plain(200, [("content-type", "application/json")], b'{"a":1}', {"x-a": "1"})
+    ok = responses.plain(200, responses.JSON, b'{"a":1}', [(b"x-a", b"1")])
     assert ok.raw_headers[0] == (b"content-length", b"7")
     assert (b"x-a", b"1") in ok.raw_headers and ok.body == b'{"a":1}'
     # The upstream's own header wins over an extra of the same name; never two of them.
-    dup = responses.plain(200, [("X-A", "up")], b"", {"x-a": "ours"})
+    dup = responses.plain(200, [(b"x-a", b"up")], b"", [(b"x-a", b"ours")])
     assert [v for k, v in dup.raw_headers if k == b"x-a"] == [b"up"]
     for status in (204, 304, 101):
         bare = responses.plain(status, [], b"")

@@ -1,4 +1,4 @@
-"""Exchange.finish builds the usage row positionally (cheaper): every field checked by name."""
+"""Exchange.book builds the usage row positionally (cheaper): every field checked by name."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from proxy.policy import PolicyStore
+from proxy.server.books import Books
 from proxy.server.exchange import Exchange
 from proxy.tokens import ContextWindows
 from proxy.types import Level
@@ -23,12 +24,15 @@ class Sink:
     def write(self, record: UsageRecord) -> None:
         self.rows.append(record)
 
+    def wake(self) -> None:
+        pass
+
 
 @pytest.fixture
 def services(tmp_path: Path) -> Any:
     return SimpleNamespace(
         quotas=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
-        windows=ContextWindows(), usage=Sink(),
+        windows=ContextWindows(), usage=Sink(), books=Books(),
     )  # fmt: skip
 
 
@@ -48,8 +52,9 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
     ex.take_usage(
         {"input_tokens": 5123, "output_tokens": 77, "input_tokens_details": {"cached_tokens": 4096}}
     )
-    row = ex.finish(services, 201, "odd_error")
-    assert services.usage.rows == [row]
+    ex.finish(services, 201, "odd_error")  # off a loop: booked at once
+    [row] = services.usage.rows
+    assert ex.outcome is None  # let go: the row needs only its figures
     cost = (5123 - 4096) * 2.5e-06 + 4096 * 1.25e-06 + 77 * 1e-05
     expected = {
         "request_id": "req_abc", "team": "research", "model": "gpt-4o", "status": 201,
@@ -72,7 +77,8 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
 
 
 def test_a_request_refused_before_planning_has_an_empty_row(services: Any) -> None:
-    row = Exchange("req_1").finish(services, 401, "invalid_api_key")
+    Exchange("req_1").finish(services, 401, "invalid_api_key")
+    [row] = services.usage.rows
     assert (row.team, row.policy, row.model, row.status) == ("unknown", "none", "", 401)
     assert row.context_window is None and row.budget is None and row.tokens_before == 0
     assert row.quota_limit is None and row.quota_level is Level.NORMAL

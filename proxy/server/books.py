@@ -1,0 +1,66 @@
+"""Booking finished exchanges: usage rows, quotas, thresholds and metrics, a batch at a time.
+
+Booking one request (its usage row and JSON line, the quota, the threshold watch, the
+metrics, the cost) is ~8 µs of Python in a loop over many, but ~22 µs when done alone
+between two requests' other work, whose code and data have pushed its own out of the CPU
+caches. So a finished exchange waits here, and the pending ones are booked together at
+most DRAIN_S later, or at once when MAX_PENDING wait. Whoever needs the books exact drains
+them first: a quota check for a team with limits, a /metrics scrape, the shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proxy.server.exchange import Exchange
+    from proxy.server.services import Services
+
+log = logging.getLogger("context_proxy.usage")
+
+DRAIN_S = 0.05  # rows reach the usage log's writer this much later at most
+MAX_PENDING = 256  # exchanges waiting; one more and they are booked at once
+
+
+class Books:
+    """Finished exchanges waiting to be booked (see the module's docstring)."""
+
+    __slots__ = ("_pending", "_timer")
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Exchange, Services]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, exchange: Exchange, services: Services) -> None:
+        """Book `exchange` soon; never raises into the request path."""
+        pending = self._pending
+        pending.append((exchange, services))
+        if len(pending) >= MAX_PENDING:
+            self.drain()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not on a loop (a thread, a test): at once
+                self.drain()
+                return
+            self._timer = loop.call_later(DRAIN_S, self.drain)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def drain(self) -> None:
+        """Book every waiting exchange now, in the order they finished."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, []
+        for exchange, services in pending:
+            try:
+                exchange.book(services)
+            except Exception as exc:  # one bad row must not cost the others theirs
+                log.error("usage record %s dropped: %s", exchange.request_id, type(exc).__name__)
+        if pending:  # the rows are queued: the writer takes them now, not a timer later
+            pending[-1][1].usage.wake()
