@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,23 +23,27 @@ log = logging.getLogger("context_proxy.usage")
 
 DRAIN_S = 0.05  # rows reach the usage log's writer this much later at most
 MAX_PENDING = 256  # exchanges waiting; one more and they are booked at once
+STALE_S = 1.0  # a drain this late means its loop stopped (a test's, an embedder's)
 
 
 class Books:
     """Finished exchanges waiting to be booked (see the module's docstring)."""
 
-    __slots__ = ("_pending", "_timer")
+    __slots__ = ("_due", "_pending", "_timer")
 
     def __init__(self) -> None:
         self._pending: list[tuple[Exchange, Services]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # monotonic time by which the armed drain should have run
 
     def add(self, exchange: Exchange, services: Services) -> None:
         """Book `exchange` soon; never raises into the request path."""
         pending = self._pending
         pending.append((exchange, services))
-        if len(pending) >= MAX_PENDING:
-            self.drain()
+        if len(pending) >= MAX_PENDING or (
+            self._timer is not None and time.monotonic() > self._due
+        ):
+            self.drain()  # a full batch, or one whose drain never came (its loop stopped)
         elif self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -46,6 +51,7 @@ class Books:
                 self.drain()
                 return
             self._timer = loop.call_later(DRAIN_S, self.drain)
+            self._due = time.monotonic() + DRAIN_S + STALE_S
 
     @property
     def pending(self) -> int:
