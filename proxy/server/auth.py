@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from proxy.errors import Forbidden, Unauthorized
@@ -65,5 +66,10 @@ def headers_not_forwarded(
     """Client headers the upstream must not see: `Authorization` and cookies always (auth.py
     chooses the credentials), and in key mode every other credential header too, since a
     client may have put its proxy key there."""
+    return _not_forwarded(policies.open_mode, extra)
+
+
+@functools.lru_cache(maxsize=8)
+def _not_forwarded(open_mode: bool, extra: frozenset[str]) -> frozenset[str]:
     drop = extra | {"authorization", "cookie"}
-    return drop if policies.open_mode else drop | _CREDENTIAL_HEADERS
+    return drop if open_mode else drop | _CREDENTIAL_HEADERS

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("context_proxy.usage")
 
 DRAIN_S = 0.05  # rows reach the usage log's writer this much later at most
-MAX_PENDING = 256  # exchanges waiting; one more and they are booked at once
+# Exchanges waiting; at this many they are booked at once. A batch holds up the event loop
+# while it is booked: 32 is ~0.3 ms (p99 at 1 connection 0.67 ms; 1.84 ms with 256), and
+# already as cheap per row as 256.
+MAX_PENDING = 32
 STALE_S = 1.0  # a drain this late means its loop stopped (a test's, an embedder's)
 
 
@@ -33,25 +36,28 @@ class Books:
 
     def __init__(self) -> None:
         self._pending: list[tuple[Exchange, Services]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # the drain to come, when one is armed
         self._due = 0.0  # monotonic time by which the armed drain should have run
 
     def add(self, exchange: Exchange, services: Services) -> None:
         """Book `exchange` soon; never raises into the request path."""
-        pending = self._pending
-        pending.append((exchange, services))
-        if len(pending) >= MAX_PENDING or (
-            self._timer is not None and time.monotonic() > self._due
-        ):
-            self.drain()  # a full batch, or one whose drain never came (its loop stopped)
-        elif self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # not on a loop (a thread, a test): at once
+        self._pending.append((exchange, services))
+        full = len(self._pending) >= MAX_PENDING
+        if self._timer is not None and not full and time.monotonic() <= self._due:
+            return  # the usual case: a drain is armed
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on a loop (a thread, a test): at once
+            self.drain()
+            return
+        if self._timer is not None:
+            if time.monotonic() > self._due:  # the armed drain never came: its loop stopped
                 self.drain()
                 return
-            self._timer = loop.call_later(DRAIN_S, self.drain)
-            self._due = time.monotonic() + DRAIN_S + STALE_S
+            self._timer.cancel()
+        # A full batch as soon as the loop is back, after this request's answer went out.
+        self._timer = loop.call_soon(self.drain) if full else loop.call_later(DRAIN_S, self.drain)
+        self._due = time.monotonic() + (0.0 if full else DRAIN_S) + STALE_S
 
     @property
     def pending(self) -> int:
