@@ -86,14 +86,6 @@ class UsageLog:
             self.dropped += 1
             logger.error("usage record %s dropped: %s", record.request_id, type(exc).__name__)
 
-    def wake(self) -> None:
-        """Have the writer take what is queued now: for a caller that queued a batch of
-        rows at once (the request books), one wake-up for all of them."""
-        if self._wake_timer is not None:
-            self._wake_timer.cancel()
-            self._wake_timer = None
-        self._wakeup.set()
-
     def _wake_soon(self) -> None:
         # Waking the writer is a futex syscall and puts a second thread in line for the
         # GIL: from the event loop it is done once per _WAKE_DELAY_S for every row queued

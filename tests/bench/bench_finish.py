@@ -33,9 +33,6 @@ class Sink:
     def write(self, record: Any) -> None:
         self.rows += 1
 
-    def wake(self) -> None:
-        pass
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

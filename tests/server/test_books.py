@@ -27,13 +27,9 @@ from tests.conftest import RunningProxy
 class Sink:
     def __init__(self) -> None:
         self.rows: list[UsageRecord] = []
-        self.wakes = 0
 
     def write(self, record: UsageRecord) -> None:
         self.rows.append(record)
-
-    def wake(self) -> None:
-        self.wakes += 1
 
 
 def services_for(tmp_path: Path, policy_text: str = "") -> Any:
@@ -61,7 +57,6 @@ async def test_rows_wait_for_the_batch_then_come_in_order(tmp_path: Path) -> Non
     await asyncio.sleep(books.DRAIN_S + 0.05)
     assert [r.request_id for r in services.usage.rows] == [f"req_{k}" for k in range(5)]
     assert services.books.pending == 0
-    assert services.usage.wakes == 1  # one writer wake-up for the whole batch
     assert services.quotas.used("default")[0] == 500
 
 

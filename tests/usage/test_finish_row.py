@@ -24,9 +24,6 @@ class Sink:
     def write(self, record: UsageRecord) -> None:
         self.rows.append(record)
 
-    def wake(self) -> None:
-        pass
-
 
 @pytest.fixture
 def services(tmp_path: Path) -> Any:
