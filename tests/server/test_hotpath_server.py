@@ -20,7 +20,7 @@ from proxy.server.disconnect import ClientGone, cancel_on_disconnect
 from proxy.server.exchange import Exchange
 from proxy.types import Level
 from proxy.upstream import Timeouts, Upstream
-from proxy.upstream.client import relayable_headers
+from proxy.upstream.headers import relayable_headers
 
 
 def test_request_ids_are_unique_and_need_no_syscall_each() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.upstream.client import HOP_BY_HOP, clean_headers, relayable_headers
+from proxy.upstream.headers import HOP_BY_HOP, clean_headers, relayable_headers
 
 
 def reference(items: list[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
