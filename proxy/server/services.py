@@ -9,7 +9,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
@@ -17,11 +17,13 @@ from proxy.server.books import Books
 from proxy.server.exchange import RequestIds
 from proxy.server.settings import Settings
 from proxy.server.warmup import warm_tokenizers
-from proxy.state import SharedState
 from proxy.summaries import Summarizer, open_store
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import InclusionLog, Metrics, QuotaBook, ThresholdWatch, UsageLog
+
+if TYPE_CHECKING:  # redis (~15 MB per worker) is imported only when --state names one
+    from proxy.state import SharedState
 
 log = logging.getLogger("context_proxy")
 
@@ -74,6 +76,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     metrics = Metrics()
     shared: SharedState | None = None
     if settings.state:
+        from proxy.state import SharedState
         # Redis holds every replica's counts; the log (this replica's share) is read only
         # when Redis cannot be reached at start.
         shared = await SharedState.open(
