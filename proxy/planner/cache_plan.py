@@ -37,6 +37,9 @@ from proxy.relevance import TermIndex, score_history
 from proxy.types import Body, Priority, Tokenizer
 
 _LOOP = ("assistant", "tool", "function")  # after the current turn: an agent's exchanges
+# The shortest prefix a provider caches, and one step more: OpenAI caches from 1,024 tokens
+# in 128-token steps (Anthropic's minimum is 1,024 or 2,048 by model).
+CACHEABLE_PREFIX = 1024 + 128
 
 
 def plan_stable(
@@ -64,11 +67,12 @@ def plan_stable(
     # client summary per session at 2k: recall 0.24 when their room came first, 0.74
     # without summaries).
     priority, required = layout.priority, Priority.REQUIRED
-    other = sum(
-        c
-        for i, c in enumerate(full)
+    staying = [
+        i
+        for i in range(len(full))
         if i not in in_history and any(priority[k] is required for k in layout.items_of(i))
-    )
+    ]
+    other = sum(full[i] for i in staying)
     recall_on = policy.history.relevance == "bm25"
     cache = policy.cache
     cap = math.floor(cache.recall_share * budget) if recall_on else 0
@@ -103,10 +107,17 @@ def plan_stable(
         free = budget - fixed - other - kept_cost
         # A recall larger than the room the cut left takes the newest forwarded turns'
         # room: the prefix before them is the one the last request sent (still cached).
-        while free < want and end > n:
+        # A partial one (the turn points into the past, but not clearly) stops short of
+        # taking that prefix below what the provider caches at all: it would cost this
+        # request's cache and the next one's for a recall that is most often not needed
+        # (LoCoMo at 4k: 1.1 points more of the prompt tokens cached, 0.1 less recall).
+        prefix = sum(full[i] for i in staying if i < layout.current_start) + kept_cost
+        keep = CACHEABLE_PREFIX if want < cap else 0
+        while free < want and end > n and not prefix - cost[end - 1] < keep <= prefix:
             end -= 1
             free += cost[end]
             kept_cost -= cost[end]
+            prefix -= cost[end]
 
         def line_of(u: int) -> str | None:
             return speaker_line(layout.stripped[units[u][0]]) if len(units[u]) == 1 else None

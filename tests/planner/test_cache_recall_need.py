@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from proxy.planner.cache_plan import CACHEABLE_PREFIX
 from proxy.planner.recall import RECALL_HEAD
 from proxy.planner.recall_need import (
+    RAMP_POWER,
     STATEMENT_WEIGHT,
     asks,
     recall_need,
@@ -87,9 +89,21 @@ def test_need_is_a_number_and_not_negative(scores: list[float], data: st.DataObj
 def test_size_rises_from_the_floor_to_the_cap() -> None:
     assert recall_size(0.5, 0.6, 0.9, 300) == 0
     assert recall_size(0.6, 0.6, 0.9, 300) == 0
-    assert recall_size(0.75, 0.6, 0.9, 300) == 150
+    # Halfway between floor and full: (1/2) ** 4 of the cap, not half of it (RAMP_POWER):
+    # the middling standouts are mostly chatter; the clear ones get (nearly) all.
+    assert RAMP_POWER == 4
+    assert recall_size(0.75, 0.6, 0.9, 320) == 20
+    assert recall_size(0.84, 0.6, 0.9, 1000) == 409  # (0.8) ** 4
     assert recall_size(0.9, 0.6, 0.9, 300) == 300
     assert recall_size(1.0, 0.6, 0.9, 300) == 300
+    assert recall_size(math.inf, 0.6, 0.9, 300) == 300
+
+
+@given(st.floats(0, 30), st.floats(0, 30), st.floats(0, 30), st.integers(0, 10_000))
+def test_size_never_falls_as_the_need_rises(a: float, b: float, floor: float, cap: int) -> None:
+    full = floor + 5.0
+    low, high = sorted((a, b))
+    assert 0 <= recall_size(low, floor, full, cap) <= recall_size(high, floor, full, cap) <= cap
 
 
 # --- in the plan -----------------------------------------------------------------------------
@@ -114,7 +128,7 @@ def test_a_question_about_the_cut_off_past_gets_more_than_the_old_fixed_share() 
     (recall,) = recall_of(out)
     size = WORDS.count_message(recall)
     assert size > 0.1 * 800  # the old fixed share: 10% of the 800-token budget
-    assert size <= 0.9 * 800  # recall_share caps it
+    assert size <= 800  # recall_share (the whole budget by default) caps it
     for word in old:
         assert word in recall["content"]
     assert tokens(WORDS, body, out) <= 800
@@ -194,3 +208,34 @@ def test_a_statement_that_matches_an_old_turn_gets_no_recall() -> None:
     assert recall_of(forwarded({"model": "m", "messages": asked}, policy()))
     assert recall_of(forwarded({"model": "m", "messages": said}, policy())) == []
     assert 0 < STATEMENT_WEIGHT < 1
+
+
+@pytest.mark.parametrize("share_of_cap", [0.75, 1.0])
+def test_a_partial_recall_leaves_a_prefix_the_provider_caches(
+    monkeypatch: pytest.MonkeyPatch, share_of_cap: float
+) -> None:
+    """A recall short of the whole share (a turn that points into the past, but not
+    clearly) takes the newest turns' room only down to CACHEABLE_PREFIX tokens of the
+    prefix sent before (below it the provider caches nothing, this turn nor the next);
+    a full one (a clear question) may take it all."""
+    from proxy.planner import cache_plan
+
+    window, budget = 5000, 4000  # the default ratio, no output reserved
+    cap = budget  # recall_share 1.0
+    history = conversation(200)
+    before = history[:-1]  # the user turn 199, which recalls nothing
+    ask = [*history, {"role": "user", "content": "Recall w3x3 w10x10 and w17x5"}]
+    outs = [plan_request({"model": "m", "messages": before}, policy(), WORDS, window).body]
+    assert not recall_of(outs[0]["messages"])
+    monkeypatch.setattr(cache_plan, "recall_size", lambda *_: int(share_of_cap * cap))
+    outs.append(plan_request({"model": "m", "messages": ask}, policy(), WORDS, window).body)
+    first, deep = (stable_part(o["messages"]) for o in outs)
+    assert recall_of(outs[1]["messages"])
+    assert first[: len(deep)] == deep  # what it still forwards was sent before
+    prefix = sum(WORDS.count_message(m) for m in deep)
+    assert sum(WORDS.count_message(m) for m in first) > CACHEABLE_PREFIX
+    if share_of_cap < 1.0:
+        assert CACHEABLE_PREFIX <= prefix < CACHEABLE_PREFIX + 60  # one turn more at most
+    else:
+        assert prefix < CACHEABLE_PREFIX
+    assert tokens(WORDS, {"model": "m", "messages": ask}, outs[1]["messages"]) <= budget

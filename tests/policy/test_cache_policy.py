@@ -22,10 +22,10 @@ def test_defaults_and_empty_file() -> None:
     assert Policy().cache == CachePolicy(
         enabled=True,
         watermark=0.4,
-        recall_share=0.9,
+        recall_share=1.0,
         recall_reserve=0.0,
-        recall_floor=4.0,
-        recall_full=12.0,
+        recall_floor=2.0,
+        recall_full=8.4,
     )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
