@@ -26,6 +26,7 @@ from proxy.planner.recall import recall_message, speaker_line
 from proxy.planner.recall_need import (
     STATEMENT_WEIGHT,
     asks,
+    carrying_on,
     recall_need,
     recall_size,
     without_own_label,
@@ -102,7 +103,11 @@ def plan_stable(
         query = without_own_label(query)
         scores = score_history(query, texts, context=context, index=terms) if query.strip() else []
         flags = [u < n for u in range(len(units))]
+        # Less for a statement, and for a reply to the message just before the turn (what
+        # it is about is in view): LoCoMo at 4k, at the same recall, 83% of trimmed prompt
+        # tokens cached with the second weight, 79% without it.
         need = recall_need(scores, flags) * (1.0 if asks(query) else STATEMENT_WEIGHT)
+        need *= 1.0 - carrying_on(scores)
         want = recall_size(need, cache.recall_floor, cache.recall_full, cap)
         free = budget - fixed - other - kept_cost
         # A recall larger than the room the cut left takes the newest forwarded turns'

@@ -5,17 +5,20 @@ names something said long ago, and relevance then finds one turn (or a few) ther
 stands out from the rest of the history. The need is that standout: the best cut-off
 turn's score in standard deviations above the mean score of the whole history (a
 z-score). Broad chatter that matches many turns a little scores low, however much of the
-history was cut; a specific reference to one old turn scores high.
+history was cut; a specific reference to one old turn scores high. It is weighed down for a
+turn that asks nothing (STATEMENT_WEIGHT) and for one that answers the message just before
+it (carrying_on): a reply ("Did you make that?" after a photo of a cake) can still name an
+old topic precisely, and a question about the distant past rarely follows on from the
+newest message.
 
-Measured on LoCoMo at a 4k budget (bench_cache.py: 2,401 replayed turns against 400
-questions asked at the end), it tells the questions from the replayed turns with an AUC of
-0.91 (0.86-0.88 against only the last quarter of each replay, as long as the questions'
-histories), where the cut-off share of what relevance would keep scored 0.78; the same on
-plain BM25 without the neighbour spread or speaker weights (0.91), so it is not a
-property of those. So the recall's tokens, which are never cached, go to the requests
-that need them.
+Measured on LoCoMo at a 4k budget (bench_cache.py: 2,401 replayed turns against all 1,536
+questions asked at the end), the standout alone tells the questions from the replayed
+turns with an AUC of 0.93 (the same on plain BM25 without the neighbour spread or speaker
+weights, so it is not a property of those), 0.980 with the statement weight, 0.988 with
+both weights; at the level that 97% of the questions reach, 12.4% of the replayed turns
+without the carrying-on weight, 6.0% with it. So the recall's tokens, which are never
+cached, go to the requests that need them.
 """
-
 from __future__ import annotations
 
 import math
@@ -77,14 +80,26 @@ def recall_need(scores: Sequence[float], cut: Sequence[bool]) -> float:
 
 
 # How the recall grows from the floor to the full share: as the 4th power of the way
-# there. A turn whose standout is middling is far more often chatter that names an old
-# topic than a question about it (LoCoMo at 4k: 18% of replayed turns stand out above 5,
-# 99% of the questions; 5% above 8, 89%), and a question needs most of the budget to
-# bring its evidence back (recall 0.78 / 0.82 / 0.84 / 0.87 with 0.3 / 0.5 / 0.7 / 1.0 of
-# it): so the tokens go to the clear cases, little to the middling ones. Measured there
-# (bench_cache.py, all questions), at the same recall 0.849: a linear ramp 78% of prompt
-# tokens cached, the square 80%; with the fourth power (floor 2, full 8.4) 80.5% at 0.850.
+# there. A turn whose need is middling is far more often chatter that names an old topic
+# than a question about it (LoCoMo at 4k: 9% of the replayed turns above 4, 99% of the
+# questions; 3% above 6.5, 92%), and a question needs most of the budget to bring its
+# evidence back (recall 0.78 / 0.82 / 0.84 / 0.87 with 0.3 / 0.5 / 0.7 / 1.0 of it): so
+# the tokens go to the clear cases, little to the middling ones. Measured there
+# (bench_cache.py, all questions), at recall 0.853-0.854: trimmed prompt tokens cached
+# 82.4% with a linear ramp (floor / full 3 / 8), 82.0% with the square (2 / 7), 83.4% with
+# the fourth power (2 / 6.5).
 RAMP_POWER = 4
+
+
+def carrying_on(scores: Sequence[float]) -> float:
+    """How much the turn carries on from the message just before it: the newest history
+    unit's relevance over the best unit's (0 to 1; 0 with no history or nothing relevant).
+    The need is weighed by one minus this: a turn that matches the message it answers as
+    well as anything in the history is about what is in view."""
+    if not scores:
+        return 0.0
+    best = max(scores)
+    return min(1.0, max(0.0, scores[-1] / best)) if best > 0.0 else 0.0
 
 
 def recall_size(need: float, floor: float, full: float, cap: int) -> int:

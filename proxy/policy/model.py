@@ -101,19 +101,19 @@ class CachePolicy:
     # The recall message (cut-off turns brought back after the stable part) is sized per
     # request by its need (recall_need.py: how many standard deviations the best cut-off
     # turn's relevance stands above the bulk of the history's, counted at 0.3 for a turn
-    # that asks nothing): none at or below recall_floor, rising as the 4th power of the
-    # way to recall_share of the budget at recall_full. The stable cut keeps
-    # recall_reserve of the budget free; a larger recall drops the newest forwarded turns
-    # (the cached prefix before them stays; a partial recall leaves at least 1,152 tokens
-    # of it) and may recall them. Measured on LoCoMo at 4k (bench_cache.py, all 1,536
-    # questions; prompt tokens cached, all requests / trimmed ones, and evidence recall;
-    # the per-request cut: 9% / 0.3%, 0.856), floor / full / share 2 / 8.4 / 1.0:
-    # 80.5% / 79.4%, 0.850; 2 / 8.5 / 1.0: 80.8% / 79.8%, 0.848; 2.5 / 8.4 / 1.0: 81.0% /
-    # 80.1%, 0.848; the linear ramp of before, 4 / 12 / 0.9: 82.1% / 81.4%, 0.840.
+    # that asks nothing and less the more the turn matches the message just before it):
+    # none at or below recall_floor, rising as the 4th power of the way to recall_share of
+    # the budget at recall_full. The stable cut keeps recall_reserve of the budget free; a
+    # larger recall drops the newest forwarded turns (the cached prefix before them stays;
+    # a partial recall leaves at least 1,152 tokens of it) and may recall them. Measured on
+    # LoCoMo at 4k (bench_cache.py, all 1,536 questions; trimmed prompt tokens cached, and
+    # evidence recall; the per-request cut: 0.3%, 0.856), floor / full 2 / 6.5: 83.4%,
+    # 0.854; 1.5 / 6: 81.1%, 0.858; 1.5 / 7: 84.6%, 0.850; 1 / 5: 75.9%, 0.865. At 8k
+    # (per request 0.5%, 0.924), 1.5 / 6: 83.3%, 0.924; 1.5 / 7: 87.1%, 0.915.
     recall_share: float = 1.0
     recall_reserve: float = 0.0
     recall_floor: float = 2.0
-    recall_full: float = 8.4
+    recall_full: float = 6.5
     # An agent loop (tool results the bulk of the request) is planned as of its last step
     # boundary, at agent_watermark of the budget, with the steps since appended whole and
     # the old results its newest commands name recalled in one message at the end, in at

@@ -16,6 +16,7 @@ from proxy.planner.recall_need import (
     RAMP_POWER,
     STATEMENT_WEIGHT,
     asks,
+    carrying_on,
     recall_need,
     recall_size,
     without_own_label,
@@ -104,6 +105,14 @@ def test_size_never_falls_as_the_need_rises(a: float, b: float, floor: float, ca
     full = floor + 5.0
     low, high = sorted((a, b))
     assert 0 <= recall_size(low, floor, full, cap) <= recall_size(high, floor, full, cap) <= cap
+
+
+def test_carrying_on_is_the_newest_units_share_of_the_best_score() -> None:
+    assert carrying_on([]) == 0.0
+    assert carrying_on([0.0, 0.0]) == 0.0  # nothing relevant
+    assert carrying_on([1.0, 4.0, 2.0]) == 0.5
+    assert carrying_on([1.0, 4.0, 4.0]) == 1.0  # it answers the message before it
+    assert carrying_on([4.0, 1.0, 0.0]) == 0.0
 
 
 # --- in the plan -----------------------------------------------------------------------------
@@ -239,3 +248,19 @@ def test_a_partial_recall_leaves_a_prefix_the_provider_caches(
     else:
         assert prefix < CACHEABLE_PREFIX
     assert tokens(WORDS, {"model": "m", "messages": ask}, outs[1]["messages"]) <= budget
+
+
+def test_a_reply_to_the_message_before_gets_no_recall_the_same_question_cold_does() -> None:
+    """A turn that names an old topic precisely but answers the message just before it
+    (which names it too) is about what is in view; asked out of the blue, it is a question
+    about the cut-off past."""
+    history = conversation(40)
+    history[11] = {"role": "user", "content": "Turn 5: my quokka marmalade won a prize."}
+    ask = {"role": "user", "content": "Who judged the quokka marmalade?"}
+    reply = [*history[:-1], {"role": "assistant", "content": "That quokka marmalade again!"}]
+    cold = forwarded({"model": "m", "messages": [*history, ask]}, policy())
+    warm = forwarded({"model": "m", "messages": [*reply, ask]}, policy())
+    (recall,) = recall_of(cold)
+    assert "quokka marmalade won" in recall["content"]
+    assert recall_of(warm) == []
+    assert warm[-1] == ask and warm[-2] == reply[-1]

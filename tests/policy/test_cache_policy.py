@@ -25,7 +25,7 @@ def test_defaults_and_empty_file() -> None:
         recall_share=1.0,
         recall_reserve=0.0,
         recall_floor=2.0,
-        recall_full=8.4,
+        recall_full=6.5,
     )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
