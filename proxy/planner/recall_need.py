@@ -19,6 +19,7 @@ both weights; at the level that 97% of the questions reach, 12.4% of the replaye
 without the carrying-on weight, 6.0% with it. So the recall's tokens, which are never
 cached, go to the requests that need them.
 """
+
 from __future__ import annotations
 
 import math
