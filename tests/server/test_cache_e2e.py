@@ -1,0 +1,95 @@
+"""Cache-stable cuts through the whole stack: a chat app replays a long conversation turn
+by turn with the official `openai` client, and the upstream sees a prefix that stays put
+from one turn to the next, every request within budget, and a question about the cut-off
+past answered from a recall message just before it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+
+from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE
+from tests.conftest import RunningProxy
+from tests.fake_upstream import FakeUpstream
+
+WINDOW, BUDGET = 2500, 2000  # the default ratio 0.8, no output reserved
+SUBJECTS = ["the violin lesson", "a trip to Porto", "the vegetable garden", "marathon training",
+            "the pottery class", "a chess club", "sailing on the lake", "the new bakery"]  # fmt: skip
+
+
+def conversation(turns: int) -> list[dict[str, str]]:
+    """User and assistant turns, each on a subject with words of its own."""
+    out: list[dict[str, str]] = []
+    for t in range(turns):
+        subject = SUBJECTS[t % len(SUBJECTS)]
+        own = " ".join(f"k{t}w{j}" for j in range(14))
+        out.append({"role": "user", "content": f"Let me tell you about {subject}: {own}."})
+        out.append({"role": "assistant", "content": f"Thanks for sharing {subject}, {own}!"})
+    out[4] = {"role": "user", "content": "My quokka marmalade recipe needs three lemons."}
+    return out
+
+
+def send(proxy: RunningProxy, messages: list[dict[str, str]]) -> tuple[int, int]:
+    """Sends the chat app's request; the proxy's counts of it and of what it forwarded."""
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
+    system = {"role": "system", "content": "You are a kind assistant."}
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o",
+        messages=[system, *messages],  # type: ignore[list-item]
+    )
+    raw.parse()
+    return int(raw.headers["x-context-tokens-before"]), int(raw.headers["x-context-tokens-after"])
+
+
+def stable_part(messages: list[Any]) -> list[Any]:
+    """All before the recall message, or else before the current (last) user turn."""
+    for i, m in enumerate(messages):
+        if m.get("role") == RECALL_ROLE and str(m.get("content")).startswith(RECALL_HEAD):
+            return messages[:i]
+    return messages[: max(i for i, m in enumerate(messages) if m["role"] == "user")]
+
+
+def test_a_replayed_chat_keeps_its_forwarded_prefix_and_recalls_the_cut_off_past(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text(
+        f"budget: {{reserve_output: false}}\nmodels:\n  gpt-4o: {{context_window: {WINDOW}}}\n"
+    )
+    proxy = start_proxy()
+    turns = conversation(60)
+    forwarded: list[list[Any]] = []
+    for t in range(0, len(turns), 2):
+        sent = turns[: t + 1]
+        before, tokens_after = send(proxy, sent)
+        assert tokens_after <= BUDGET
+        body = upstream.requests[-1].json()
+        assert body["messages"][-1] == sent[-1]  # the current turn, as sent
+        forwarded.append(body["messages"])
+    trimmed = [k for k, out in enumerate(forwarded) if len(out) < (2 * k + 2)]
+    assert len(trimmed) > 20  # the conversation outgrew the budget long ago
+    # From one turn to the next the forwarded prompt starts with what the turn before
+    # forwarded (the prompt cache's prefix), except when the cut steps forward.
+    kept = [k for k in trimmed[1:] if forwarded[k][: len(stable_part(forwarded[k - 1]))]
+            == stable_part(forwarded[k - 1])]  # fmt: skip
+    steps = len(trimmed) - 1 - len(kept)
+    step = BUDGET * 6 // 10  # (1 - watermark 0.4) of the budget
+    assert not any(m.get("role") == RECALL_ROLE for out in forwarded for m in out[1:])
+    assert 1 <= steps <= math.ceil((before - BUDGET) / step), (steps, before)
+    # A question about a turn the cut dropped long ago: recalled just before it.
+    question = {"role": "user", "content": "What did my quokka marmalade recipe need?"}
+    _, tokens_after = send(proxy, [*turns, question])
+    assert tokens_after <= BUDGET
+    out = upstream.requests[-1].json()["messages"]
+    assert turns[4] not in out[:-2]  # cut off from the stable part
+    assert out[-1] == question
+    assert out[-2]["role"] == RECALL_ROLE and out[-2]["content"].startswith(RECALL_HEAD)
+    assert turns[4]["content"] in out[-2]["content"]
+    # The same request gives the same body, byte for byte.
+    body = upstream.requests[-1].body
+    send(proxy, [*turns, question])
+    assert upstream.requests[-1].body == body
+    assert orjson.loads(body)["messages"][0]["content"] == "You are a kind assistant."
