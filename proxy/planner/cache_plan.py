@@ -119,7 +119,9 @@ def plan_stable(
         # this, 83.1% at 0.855).
         prefix = sum(full[i] for i in staying if i < layout.current_start) + kept_cost
         keep = CACHEABLE_PREFIX if want < cap else 0
-        while free < want and end > n and not prefix - cost[end - 1] < keep <= prefix:
+        while free < want and end > n:
+            if prefix - cost[end - 1] < keep <= prefix:
+                break  # one turn more would take the prefix below what is cached at all
             end -= 1
             free += cost[end]
             kept_cost -= cost[end]

@@ -106,9 +106,10 @@ class Exchange:
 
     @property
     def level(self) -> Level:
-        if self.policy is None or self.outcome is None or not self.outcome.budget:
+        o = self.outcome if self.outcome is not None else self.figures  # before / after finish
+        if self.policy is None or o is None or not o.budget:
             return Level.NORMAL
-        return level_for(self.outcome.tokens_before / self.outcome.budget, self.policy.thresholds)
+        return level_for(o.tokens_before / o.budget, self.policy.thresholds)
 
     def context_headers(self) -> list[tuple[bytes, bytes]]:
         """The contract's x-context-* headers (what is known so far), encoded for the
@@ -197,11 +198,7 @@ class Exchange:
         )
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None
-        level = (
-            level_for(utilization, policy.thresholds)
-            if policy is not None and utilization is not None
-            else Level.NORMAL
-        )
+        level = self.level
         tokens_before = o.tokens_before if o else 0
         tokens_after = o.tokens_after if o else 0
         cost = saved = None

@@ -15,6 +15,7 @@ import orjson
 from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream
+from tests.planner.test_cache_cut import stable_part
 
 WINDOW, BUDGET = 2500, 2000  # the default ratio 0.8, no output reserved
 SUBJECTS = ["the violin lesson", "a trip to Porto", "the vegetable garden", "marathon training",
@@ -43,14 +44,6 @@ def send(proxy: RunningProxy, messages: list[dict[str, str]]) -> tuple[int, int]
     )
     raw.parse()
     return int(raw.headers["x-context-tokens-before"]), int(raw.headers["x-context-tokens-after"])
-
-
-def stable_part(messages: list[Any]) -> list[Any]:
-    """All before the recall message, or else before the current (last) user turn."""
-    for i, m in enumerate(messages):
-        if m.get("role") == RECALL_ROLE and str(m.get("content")).startswith(RECALL_HEAD):
-            return messages[:i]
-    return messages[: max(i for i, m in enumerate(messages) if m["role"] == "user")]
 
 
 def test_a_replayed_chat_keeps_its_forwarded_prefix_and_recalls_the_cut_off_past(
