@@ -1,7 +1,10 @@
 """Planning: the façade — a chat-completion body in, the body to forward and a report out.
 
-Tag, count, and when over budget plan, trim, then count the result again: counts are not
-additive over pieces of a message, so the plan is tightened until the real count fits.
+A request goes through the rooms once, in order: it is read into parts and counted
+(`parts`, `budget.costs`); within its budget it goes as it came; over it, cache mode cuts
+it at a stable point (`cache`) or the budget's planner fits it (`budget`), drawing on the
+history's ranking (`history`); the report (`report`) is made when asked for. Counts are
+not additive over pieces of a message, so a plan is counted again until it fits.
 """
 
 from __future__ import annotations
@@ -13,20 +16,40 @@ from functools import partial
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
-from proxy.planner.agent_cache import is_agent_loop, plan_anchored
-from proxy.planner.allocation import Plan, Planner
-from proxy.planner.budget import compute_budget
-from proxy.planner.budget_note import budget_note, note_cost
-from proxy.planner.cache_plan import plan_stable
-from proxy.planner.costs import measure, overhead, untagged_counts
-from proxy.planner.extra_summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
-from proxy.planner.fit import Fit, count_forwarded, known_counts
-from proxy.planner.items import Action, Decision, Layout
-from proxy.planner.outcome import PlanOutcome, outcome, unplanned
-from proxy.planner.refusal import Refused, no_report
-from proxy.planner.report import PlanReport, build_report
-from proxy.planner.sections import build_layout
-from proxy.planner.trim import with_note
+from proxy.planner.budget import (
+    Fit,
+    Plan,
+    Planner,
+    budget_note,
+    compute_budget,
+    count_forwarded,
+    known_counts,
+    measure,
+    note_cost,
+    overhead,
+    untagged_counts,
+    with_note,
+)
+from proxy.planner.cache import plan_cached
+from proxy.planner.parts import (
+    SUMMARY_PREFIX,
+    Action,
+    Counted,
+    Decision,
+    ExtraSummary,
+    Run,
+    add_summaries,
+    build_layout,
+)
+from proxy.planner.report import (
+    PlanOutcome,
+    PlanReport,
+    Refused,
+    build_report,
+    make_outcome,
+    no_report,
+    unplanned,
+)
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Priority, Tokenizer
@@ -50,27 +73,41 @@ def plan_request(
     *,
     extra_summaries: Sequence[ExtraSummary] = (),
     terms: TermIndex | None = None,
-    cache: bool = True,
 ) -> PlanOutcome:
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
     required parts alone exceed the budget and the policy says reject. `terms` keeps the
-    history's words between requests (relevance scoring); without it nothing is kept.
-    `cache`: False plans without cache mode even where the policy turns it on."""
+    history's words between requests (relevance scoring); without it nothing is kept."""
+    return _plan(_start(body, policy, tokenizer, context_window, terms, extra_summaries), True)
+
+
+def _start(
+    body: Body,
+    policy: Policy,
+    tokenizer: Tokenizer,
+    window: int | None,
+    terms: TermIndex | None,
+    summaries: Sequence[ExtraSummary],
+) -> Run:
+    if policy.history.relevance == "bm25" and terms is None:
+        terms = TermIndex()
+    ratio, reserve = policy.budget.ratio, policy.budget.reserve_output
+    budget = compute_budget(window, ratio, reserve, max_output(body))
+    return Run(body, policy, tokenizer, window, budget, terms, summaries)
+
+
+def _plan(run: Run, cache: bool) -> PlanOutcome:
+    """`cache`: False plans without cache mode even where the policy turns it on (cache
+    mode's own plans of the request it cut)."""
+    body, policy, tokenizer, budget = run.body, run.policy, run.tokenizer, run.budget
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
-    budget = compute_budget(
-        context_window, policy.budget.ratio, policy.budget.reserve_output, max_output(body)
-    )
-    totals = (budget, context_window)
-    names = (tokenizer.name, tokenizer.estimated)
     alongside = None
-    if policy.history.relevance == "bm25":
-        terms = terms if terms is not None else TermIndex()
+    if policy.history.relevance == "bm25" and run.terms is not None:
         # Read while a long new history is counted (in a thread): relevance needs its
         # words if it is over the budget. Only while the count runs: within the budget
         # the rest is not needed (not now, at least), and over it relevance reads the rest.
-        alongside = partial(_read_history, messages, terms)
+        alongside = partial(_read_history, messages, run.terms)
     known = (
         None if policy.visibility.prompt_report else untagged_counts(messages, tokenizer, alongside)
     )
@@ -86,27 +123,23 @@ def plan_request(
         )
         before = sum(known) + fixed
         if budget is None or before <= budget:
-            return outcome(
-                body,
-                body,
-                False,
-                totals,
-                before,
-                before,
-                {},
-                [],
-                names,
-                lambda: _report(messages, policy, tokenizer, totals, before, names),
-            )
+            report = partial(_report_as_sent, run, messages, before)
+            return make_outcome(run, body, (before, before), {}, [], report)
     layout = build_layout(messages, policy, checked=known is not None)
     full = measure(layout, tokenizer, known or ())
-    stripped = layout.stripped
     if fixed is None:
-        fixed = overhead(tokenizer, body, stripped)
-    before = sum(full) + fixed
+        fixed = overhead(tokenizer, body, layout.stripped)
+    return _fit(run, Counted(layout, full, fixed, sum(full) + fixed), cache)
+
+
+def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
+    """A request that was tagged, asks for the budget note, or is over its budget."""
+    body, policy, tokenizer, budget = run.body, run.policy, run.tokenizer, run.budget
+    layout, before = counted.layout, counted.before
+    stripped = layout.stripped
     note = policy.visibility.prompt_report and budget is not None
     if note and budget is not None:
-        required = fixed + sum(
+        required = counted.fixed + sum(
             c for c, p in zip(layout.cost, layout.priority, strict=True) if p is Priority.REQUIRED
         )
         if required + note_cost(tokenizer, budget, stripped) > budget:
@@ -121,109 +154,72 @@ def plan_request(
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
-        if cache and policy.cache.enabled and context_window is not None:
-            stable = _plan_cache_mode(
-                body, policy, tokenizer, layout, full, (budget, fixed, before), terms,
-                context_window, extra_summaries,
-            )  # fmt: skip
+        if cache and policy.cache.enabled and run.window is not None:
+            stable = plan_cached(run, counted, partial(_plan_at, run))
             if stable is not None:
                 return stable
-        add_summaries(layout, extra_summaries, tokenizer, policy)
+        add_summaries(layout, run.summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
-        planner = Planner(layout, policy, tokenizer, context_window, terms)
-        fit = Fit(planner, layout, policy, tokenizer, body, budget, fixed, full)
-        result = None
-        if note:
-            try:
-                result = fit.run(True)
-            except ContextLengthExceeded:
-                result = None
-            if result is None or result[2] > budget:
-                result = None
-                note = False  # the note is a courtesy: never why a request fails or overflows
-                layout.problems.append("no room for the context budget note")
-        if result is None:
-            try:
-                result = fit.run(False)
-            except ContextLengthExceeded as exc:  # refused: say by how much (refusal.py)
-                why = outcome(body, body, False, totals, before, 0, {}, [], names, no_report)
-                raise Refused(exc.message, why) from None
-        plan, out, after = result
+        planner = Planner(layout, policy, tokenizer, run.window, run.terms)
+        plan, out, after, note = _fitted(run, counted, Fit(planner, run, counted, budget), note)
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
     if plan is None:  # as it came (then every count is known), or with the note
         after = (
             before
             if out is stripped
-            else count_forwarded(tokenizer, body, out, known_counts(layout, full))
+            else count_forwarded(tokenizer, body, out, known_counts(layout, counted.full))
         )
     # A plan that kept every message as it came (a cut of required parts that found nothing
     # to cut) changes nothing either: the original bytes go.
     changed = layout.tagged or bool(note) or (plan is not None and not _same(out, stripped))
-    allocated = plan.allocated if plan is not None else None
-
-    def report() -> PlanReport:
-        made = plan.decisions if plan is not None else decisions
-        return build_report(layout, made, policy, (*totals, before, after), names, allocated)
-
     if plan is None:
         counts: Mapping[Action, int] = Counter(map(_action, decisions.values()))
     elif plan.counts is not None:
         counts = plan.counts
     else:
         counts = Counter(map(_action, plan.decisions.values()))
-
     forwarded = {**body, "messages": out} if changed else body
-    return outcome(
-        body,
-        forwarded,
-        changed,
-        totals,
-        before,
-        after,
-        counts,
-        layout.problems,
-        names,
-        report,
-    )
+    report = partial(_report, run, counted, (plan, decisions, after))
+    return make_outcome(run, forwarded, (before, after), counts, layout.problems, report)
+
+
+def _fitted(
+    run: Run, counted: Counted, fit: Fit, note: bool
+) -> tuple[Plan, list[Any], int, bool]:
+    """The plan that fits (with the budget note when asked for and there is room), the
+    forwarded messages, their count, and whether the note is in; Refused when the policy
+    rejects a request whose required parts alone are over the budget."""
+    assert run.budget is not None
+    result = None
+    if note:
+        try:
+            result = fit.run(True)
+        except ContextLengthExceeded:
+            result = None
+        if result is None or result[2] > run.budget:
+            result = None
+            note = False  # the note is a courtesy: never why a request fails or overflows
+            counted.layout.problems.append("no room for the context budget note")
+    if result is None:
+        try:
+            result = fit.run(False)
+        except ContextLengthExceeded as exc:  # refused: say by how much (report.refusal)
+            why = make_outcome(run, run.body, (counted.before, 0), {}, [], no_report)
+            raise Refused(exc.message, why) from None
+    return (*result, note)
+
+
+def _plan_at(run: Run, body: Body, policy: Policy, window: int) -> PlanOutcome:
+    """Cache mode's plans of what it cut (`body`, under `policy` and `window`): the
+    ordinary planner, same tokenizer and words, no summaries, no cache mode."""
+    return _plan(_start(body, policy, run.tokenizer, window, run.terms, ()), False)
 
 
 _action = operator.attrgetter("action")
 
 # Texts read per step beside a count (a step takes well under a millisecond).
 _READ_STEP = 16
-
-
-def _plan_cache_mode(
-    body: Body,
-    policy: Policy,
-    tokenizer: Tokenizer,
-    layout: Layout,
-    full: Sequence[int],
-    totals: tuple[int, int, int],
-    terms: TermIndex | None,
-    context_window: int,
-    extra_summaries: Sequence[ExtraSummary],
-) -> PlanOutcome | None:
-    """Cache mode: an agent loop planned as of its last step boundary (agent_cache.py), a
-    conversation cut at a stable point (cache_plan.py); None: the ordinary plan decides."""
-    budget, _, before = totals
-    if is_agent_loop(layout, full):
-
-        def plan_at(part: Body, at_policy: Policy, window: int) -> PlanOutcome:
-            return plan_request(part, at_policy, tokenizer, window, terms=terms, cache=False)
-
-        return plan_anchored(
-            body, policy, layout, full, (budget, before), tokenizer, terms, plan_at,
-            context_window,
-        )  # fmt: skip
-    inner = partial(
-        plan_request, policy=policy, tokenizer=tokenizer,
-        context_window=context_window, terms=terms, cache=False,
-    )  # fmt: skip
-    return plan_stable(
-        body, policy, tokenizer, layout, full, totals, terms, inner, extra_summaries
-    )
 
 
 def _read_history(messages: list[Any], terms: TermIndex, counting: Callable[[], bool]) -> None:
@@ -240,16 +236,22 @@ def _same(out: list[Any], messages: list[Any]) -> bool:
 
 
 def _report(
-    messages: list[Any],
-    policy: Policy,
-    tokenizer: Tokenizer,
-    totals: tuple[int | None, int | None],
-    tokens: int,
-    names: tuple[str, bool],
+    run: Run, counted: Counted, made: tuple[Plan | None, dict[int, Decision], int]
 ) -> PlanReport:
+    """The report of a planned request: its plan's decisions, or those made here."""
+    plan, decisions, after = made
+    if plan is not None:
+        decisions = plan.decisions
+    allocated = plan.allocated if plan is not None else None
+    totals = (run.budget, run.window, counted.before, after)
+    return build_report(counted.layout, decisions, run.policy, totals, run.names, allocated)
+
+
+def _report_as_sent(run: Run, messages: list[Any], tokens: int) -> PlanReport:
     """The report of a request forwarded as it came: every item kept."""
-    layout = build_layout(messages, policy)
-    measure(layout, tokenizer)
-    reason = "within budget" if totals[0] is not None else "no context window known"
+    layout = build_layout(messages, run.policy)
+    measure(layout, run.tokenizer)
+    reason = "within budget" if run.budget is not None else "no context window known"
     decisions = {k: Decision(Action.KEEP, reason, tokens=c) for k, c in enumerate(layout.cost)}
-    return build_report(layout, decisions, policy, (*totals, tokens, tokens), names)
+    totals = (run.budget, run.window, tokens, tokens)
+    return build_report(layout, decisions, run.policy, totals, run.names)

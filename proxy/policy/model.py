@@ -99,7 +99,7 @@ class CachePolicy:
     # (bench_cache.py, all 1,536 questions, with the recall below): 0.3-0.6 about alike.
     watermark: float = 0.4
     # The recall message (cut-off turns brought back after the stable part) is sized per
-    # request by its need (recall_need.py: how many standard deviations the best cut-off
+    # request by its need (standout.py: how many standard deviations the best cut-off
     # turn's relevance stands above the bulk of the history's, counted at 0.3 for a turn
     # that asks nothing and less the more the turn matches the message just before it):
     # none at or below recall_floor, rising as the 4th power of the way to recall_share of
@@ -117,7 +117,7 @@ class CachePolicy:
     # An agent loop (tool results the bulk of the request) is planned as of its last step
     # boundary, at agent_watermark of the budget, with the steps since appended whole and
     # the old results its newest commands name recalled in one message at the end, in at
-    # most agent_recall_share of the budget (agent_cache.py). Measured on the agent runs at
+    # most agent_recall_share of the budget (planner/cache/agent.py). Measured on the agent runs at
     # 16k (bench_agents.py, bench_cache.py), watermark / recall share 0.7 / 0.08: 78% of
     # trimmed prompts cached, evidence recall 0.79; 0.75 / 0.1: 76%, 0.81; 0.5 / 0.1: 79%,
     # 0.74; without a recall 0.75 / 0: 83%, 0.58 (the per-request plan: 22%, 0.70).

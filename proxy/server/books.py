@@ -13,11 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from proxy.server.exchange import Exchange
-    from proxy.server.services import Services
+from typing import Any, Generic, Protocol, TypeVar
 
 log = logging.getLogger("context_proxy.usage")
 
@@ -32,17 +28,31 @@ MAX_PENDING = 16
 STALE_S = 1.0  # a drain this late means its loop stopped (a test's, an embedder's)
 
 
-class Books:
-    """Finished exchanges waiting to be booked (see the module's docstring)."""
+# What an exchange is booked with (the server's services): books never look into it.
+_With_contra = TypeVar("_With_contra", contravariant=True)
+Within = TypeVar("Within")
+
+
+class Finished(Protocol[_With_contra]):
+    """A finished exchange: books itself with what the server holds (its services)."""
+
+    request_id: str
+
+    def book(self, services: _With_contra, /) -> Any: ...
+
+
+class Books(Generic[Within]):
+    """Finished exchanges waiting to be booked (see the module's docstring), each with the
+    services it is booked with."""
 
     __slots__ = ("_due", "_pending", "_timer")
 
     def __init__(self) -> None:
-        self._pending: list[tuple[Exchange, Services]] = []
+        self._pending: list[tuple[Finished[Within], Within]] = []
         self._timer: asyncio.Handle | None = None  # the drain to come, when one is armed
         self._due = 0.0  # monotonic time by which the armed drain should have run
 
-    def add(self, exchange: Exchange, services: Services) -> None:
+    def add(self, exchange: Finished[Within], services: Within) -> None:
         """Book `exchange` soon; never raises into the request path."""
         self._pending.append((exchange, services))
         full = len(self._pending) >= MAX_PENDING

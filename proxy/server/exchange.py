@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from proxy.server.request_ids import new_request_id
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model, request_cost, trim_savings
 from proxy.types import Level, Tokenizer
@@ -44,23 +43,6 @@ def estimate_completion(tokenizer: Tokenizer, text: str, chars_beyond: int = 0) 
     # friendly text must not let hostile text after it be charged as almost nothing.
     rate = max(head / len(head_text) if head_text else 0.0, 1 / MAX_CHARS_PER_TOKEN)
     return head + math.ceil((len(text) - len(head_text) + chars_beyond) * rate)
-
-
-def new_request_id() -> str:
-    # 96 random bits: unique enough for logs, and cheaper than formatting a UUID.
-    return "req_" + os.urandom(12).hex()
-
-
-class RequestIds:
-    """Request ids without a syscall each: a random per-process prefix (48 bits) and a
-    counter, 24 hex digits like new_request_id's. One per Services, made in each worker."""
-
-    def __init__(self) -> None:
-        self._prefix = "req_" + os.urandom(6).hex()
-        self._count = itertools.count(int.from_bytes(os.urandom(3)))
-
-    def next(self) -> str:
-        return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
 
 
 class Figures(NamedTuple):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
 from proxy.server.books import Books
-from proxy.server.exchange import RequestIds
+from proxy.server.request_ids import RequestIds
 from proxy.server.settings import Settings
 from proxy.server.warmup import warm_tokenizers
 from proxy.summaries import Summarizer, open_store
@@ -48,7 +48,7 @@ class Services:
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
     plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
-    books: Books = field(default_factory=Books)  # finished requests, booked in batches
+    books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from proxy.usage.ledger import utc_now_iso
+from proxy.usage.record import utc_now_iso
 from proxy.usage.writer import UsageLog
 
 if TYPE_CHECKING:
     from proxy.planner import PlanReport
-    from proxy.usage.ledger import UsageRecord
+    from proxy.usage.record import UsageRecord
 
 __all__ = ["MAX_IDS", "MAX_ID_CHARS", "InclusionLog", "carries_ids", "inclusion_line"]
 

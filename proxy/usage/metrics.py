@@ -19,7 +19,7 @@ from proxy.usage.labels import LATENCY_BUCKETS, MAX_MODELS_PER_TEAM, route_group
 from proxy.usage.request_metrics import RequestStats
 
 if TYPE_CHECKING:
-    from proxy.usage.ledger import UsageRecord
+    from proxy.usage.record import UsageRecord
 
 __all__ = ["Metrics", "route_group"]
 

@@ -9,10 +9,8 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from proxy.usage.ledger import UsageRecord
+from proxy.usage.record import UsageRecord
 
 logger = logging.getLogger("context_proxy.usage")
 

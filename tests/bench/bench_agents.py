@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
-from proxy.planner.agent_recall import RECALL_TOOLS_HEAD  # noqa: E402
+from proxy.planner.cache.agent_recall import RECALL_TOOLS_HEAD  # noqa: E402
 from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
@@ -253,7 +253,7 @@ def score(
     recent_ids = recent(newest)
     dumped = {orjson.dumps(m) for m in out}
     alive = {i for i, keys in ev.items() if survives(by_id[i]["content"], fwd.get(i), keys)}
-    # Cache mode brings old results back in one message (agent_cache.py): what it holds is
+    # Cache mode brings old results back in one message (planner/cache/agent.py): what it holds is
     # in the forwarded request too.
     recalled = "\n".join(
         m["content"]

@@ -38,7 +38,7 @@ from baselines import keep_newest  # noqa: E402
 from bench_locomo import DEFAULT_PATH, MODEL, SYSTEM, Conversation, load, tokenizer  # noqa: E402
 
 from proxy.planner import Refused, plan_request  # noqa: E402
-from proxy.planner.recall import RECALL_HEAD  # noqa: E402
+from proxy.planner.history.recall import RECALL_HEAD  # noqa: E402
 from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
 

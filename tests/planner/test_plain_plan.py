@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.errors import ContextLengthExceeded
-from proxy.planner.outcome import PlanOutcome
+from proxy.planner.report.outcome import PlanOutcome
 from proxy.planner.request import ExtraSummary, plan_request
 from proxy.policy import Policy
 from proxy.policy.model import CachePolicy, HistoryPolicy, ToolsPolicy

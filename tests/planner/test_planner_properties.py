@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.errors import ContextLengthExceeded
-from proxy.planner.groups import shape
-from proxy.planner.items import MARKER
+from proxy.planner.parts.decision import MARKER
+from proxy.planner.parts.groups import shape
 from proxy.planner.request import ExtraSummary, plan_request
 from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
 from proxy.tokens.counter import TokenCounter
@@ -174,7 +174,7 @@ policies = st.builds(
 
 
 def count(body: dict[str, Any], tokenizer: Tokenizer) -> int:
-    from proxy.planner.costs import count_message, overhead
+    from proxy.planner.budget.costs import count_message, overhead
 
     return sum(count_message(tokenizer, m) for m in body["messages"]) + overhead(
         tokenizer, body, body["messages"]

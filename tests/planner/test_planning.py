@@ -11,7 +11,7 @@ import pytest
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner import request as planning
-from proxy.planner.items import MARKER
+from proxy.planner.parts.decision import MARKER
 from proxy.planner.request import ExtraSummary, plan_request
 from proxy.policy.model import (
     BudgetPolicy,
@@ -289,7 +289,7 @@ def test_tool_groups_kept_or_dropped_whole() -> None:
 
 def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
     msgs = [sys(), *tool_turn("big", 2000), user("now")]
-    # Clearing off: with it on, the old result is cleared first (tests/planner/test_agents.py).
+    # Clearing off: with it on, the old result is cleared first (tests/planner/budget/test_agents.py).
     policy = Policy(
         history=HistoryPolicy(keep_recent=3, relevance="off"),
         tools=ToolsPolicy(clear=False),
@@ -561,9 +561,9 @@ def test_example_session_is_trimmed_out_of_the_box() -> None:
 def test_a_reused_planner_plans_as_a_fresh_one() -> None:
     """The planner keeps its dedupe and choices between budgets (re-plans, the note's try):
     every budget gets the plan a new planner would make, the dedupe saving taken once."""
-    from proxy.planner.allocation import Planner
-    from proxy.planner.costs import measure
-    from proxy.planner.sections import build_layout
+    from proxy.planner.budget.allocation import Planner
+    from proxy.planner.budget.costs import measure
+    from proxy.planner.parts.sections import build_layout
 
     msgs = [
         sys("Base.\n## Memory\n- likes tea\n## Conversation Summary\n- likes tea\n- cars\n"),
@@ -590,7 +590,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
 
 
 def test_untagged_counts_are_the_message_counts_or_none() -> None:
-    from proxy.planner.costs import untagged_counts as _untagged_counts
+    from proxy.planner.budget.costs import untagged_counts as _untagged_counts
 
     plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
     assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]

@@ -1,4 +1,4 @@
-"""Cache mode's agent keys (agent_cache.py): loaded, checked at their line, listed."""
+"""Cache mode's agent keys (planner/cache/agent.py): loaded, checked at their line, listed."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_default_policy_file_lists_the_cache_keys() -> None:
 
 
 def test_recall_sizing_keys_load_and_are_checked() -> None:
-    # recall_floor and recall_full are standouts (z-scores, recall_need.py): any number >= 0.
+    # recall_floor and recall_full are standouts (z-scores, standout.py): any number >= 0.
     text = "cache: {recall_reserve: 0.05, recall_floor: 0, recall_full: 12.5}\n"
     cache = load_policy_text(text, "p.yaml", "p").cache
     assert (cache.recall_reserve, cache.recall_floor, cache.recall_full) == (0.05, 0, 12.5)

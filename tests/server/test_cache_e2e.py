@@ -12,10 +12,10 @@ from typing import Any
 import openai
 import orjson
 
-from proxy.planner.recall import RECALL_HEAD, RECALL_ROLE
+from proxy.planner.history.recall import RECALL_HEAD, RECALL_ROLE
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream
-from tests.planner.test_cache_cut import stable_part
+from tests.planner.cache.test_cache_cut import stable_part
 
 WINDOW, BUDGET = 2500, 2000  # the default ratio 0.8, no output reserved
 SUBJECTS = ["the violin lesson", "a trip to Porto", "the vegetable garden", "marathon training",

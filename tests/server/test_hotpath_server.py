@@ -24,7 +24,7 @@ from proxy.upstream.headers import relayable_headers
 
 
 def test_request_ids_are_unique_and_need_no_syscall_each() -> None:
-    from proxy.server.exchange import RequestIds
+    from proxy.server.request_ids import RequestIds
 
     ids = RequestIds()
     with mock.patch("os.urandom", side_effect=AssertionError("a syscall per request")):

@@ -121,7 +121,7 @@ def test_a_full_batch_wakes_the_writer_at_once(tmp_path: Path) -> None:
 
 
 def test_utc_now_iso_formats_without_a_datetime_per_call() -> None:
-    with mock.patch("proxy.usage.ledger.datetime", wraps=datetime) as dt:
+    with mock.patch("proxy.usage.record.datetime", wraps=datetime) as dt:
         first = utc_now_iso()
         for _ in range(100):
             utc_now_iso()

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any, cast
 
-from proxy.planner.costs import well_shaped
-from proxy.planner.groups import shape
-from proxy.planner.tags import split_headings
+from proxy.planner.parts.groups import shape
+from proxy.planner.parts.messages import well_shaped
+from proxy.planner.parts.tags import split_headings
 from proxy.policy import Policy
 from proxy.types import Alongside, Priority, Tokenizer
 

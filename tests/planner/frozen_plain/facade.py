@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.planner.budget import compute_budget
-from proxy.planner.costs import measure, overhead
-from proxy.planner.extra_summaries import ExtraSummary
-from proxy.planner.outcome import PlanOutcome, outcome
-from proxy.planner.report import PlanReport, build_report
+from proxy.planner.budget.costs import measure, overhead
+from proxy.planner.budget.grants import compute_budget
+from proxy.planner.parts.run import Run
+from proxy.planner.parts.sections import build_layout
+from proxy.planner.parts.summaries import ExtraSummary
+from proxy.planner.report.outcome import PlanOutcome, make_outcome
+from proxy.planner.report.plan_report import PlanReport, build_report
 from proxy.planner.request import max_output
-from proxy.planner.sections import build_layout
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Tokenizer
@@ -62,6 +63,5 @@ def plan_lean(
 
     forwarded = {**body, "messages": lean.out}
     counts = lean.counts
-    return outcome(
-        body, forwarded, True, totals, before, lean.after, counts, lean.problems, names, report
-    )
+    run = Run(body, policy, tokenizer, context_window, budget, terms, extra_summaries)
+    return make_outcome(run, forwarded, (before, lean.after), counts, lean.problems, report)

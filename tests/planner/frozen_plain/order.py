@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.planner.budget import MIN_KEPT_TOKENS
-from proxy.planner.history import keep_sequence
+from proxy.planner.budget.grants import MIN_KEPT_TOKENS
+from proxy.planner.history.order import keep_sequence
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Priority, Tokenizer

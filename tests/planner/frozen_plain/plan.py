@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from proxy.planner.costs import count_message, overhead
-from proxy.planner.extra_summaries import ExtraSummary
-from proxy.planner.fit import ATTEMPTS
-from proxy.planner.items import MARKER, OVER_BUDGET, Action, Decision
-from proxy.planner.tag_fields import section_policy
+from proxy.planner.budget.costs import count_message, overhead
+from proxy.planner.budget.fit import ATTEMPTS
+from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
+from proxy.planner.parts.summaries import ExtraSummary
+from proxy.planner.parts.tag_fields import section_policy
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Overflow, Priority, Section, Strategy, Tokenizer

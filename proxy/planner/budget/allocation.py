@@ -1,0 +1,218 @@
+"""Planner: a layout's items with costs and a budget -> a decision for every item.
+
+Required items first; then dedupe; then the budget's reservations and leftovers
+(budget.grant); summaries stand in for clusters that lost members; blocks inside a
+dropped tool group go with it. Works on the layout's columns and the choices' parallel
+lists: a long plain history costs a few whole-list passes.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from itertools import chain, compress, repeat
+
+from proxy.planner.budget.choices import make_choices
+from proxy.planner.budget.clearing import Clearable, clearable, pick, trails_last
+from proxy.planner.budget.clusters import Substitution, settle
+from proxy.planner.budget.decide import decide
+from proxy.planner.budget.grants import Choices, grant, reservations
+from proxy.planner.budget.overflow import overflow
+from proxy.planner.budget.state import PlanState
+from proxy.planner.history import Dedupe, dedupe, may_repeat
+from proxy.planner.parts import Action, Decision, Kind, Layout
+from proxy.policy import Policy
+from proxy.relevance import TermIndex
+from proxy.types import Priority, Section, Tokenizer
+
+
+@dataclass(slots=True)
+class Plan:
+    made: dict[int, Decision]  # the decisions (those made so far, while `rest` is set)
+    reserved: dict[Section, int]  # floor(B * ratio) per section
+    allocated: dict[Section, int]  # what each section was granted, required items included
+    rest: Callable[[], None] | None = None  # makes the others into `made`
+    # Set when every item is kept whole or dropped (or deduped): which are kept, and
+    # how many are dropped and deduped. Trim and the counts need no more, so most plans'
+    # decisions are made only when the report asks for them.
+    kept: list[bool] | None = None
+    counts: dict[Action, int] | None = None
+
+    @property
+    def decisions(self) -> dict[int, Decision]:
+        if self.rest is not None:
+            self.rest()
+            self.rest = None
+        return self.made
+
+
+class Planner:
+    """Plans one request's items for a budget; its state (budget/state.py) is shared by the
+    re-plans that tighten the budget until the forwarded request fits."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        policy: Policy,
+        tokenizer: Tokenizer,
+        window: int | None,
+        terms: TermIndex | None = None,
+    ) -> None:
+        self.state = PlanState(layout, policy, tokenizer, terms)
+        self.layout = layout
+        self.window = window
+        self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
+        self._required: tuple[list[int], dict[Section, int]] | None = None
+        # Old tool results that may be cleared, in order; the costs of those cleared for
+        # the last plan before they were.
+        self._clearable: list[Clearable] = []
+        self._optional: list[bool] = []
+        self._uncleared: dict[int, int] = {}
+
+    def plan(self, budget: int, fixed: int) -> Plan:
+        """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
+        state, layout = self.state, self.layout
+        ratios = state.ratios
+        required, by_section = self.required()
+        cost = layout.cost
+        available = budget - fixed - sum(by_section.values())
+        reserved = {s: math.floor(budget * r) for s, r in ratios.items()}
+        if available < 0:
+            over = (-available, budget, fixed, state.marker)
+            cut = overflow(state, self.window, required, over)
+            return Plan(cut, reserved, dict(by_section))
+        keep, msg, start = Action.KEEP, layout.msg, layout.current_start
+        now, before = "required (current turn)", "required"
+        decisions = {
+            k: Decision(keep, now if msg[k] >= start else before, None, cost[k]) for k in required
+        }
+        if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
+            optional = [True] * len(cost)
+            for k in required:
+                optional[k] = False
+            found = dedupe(layout, self._dedupable(optional)) if may_repeat(layout) else Dedupe()
+            count = state.tokenizer.count_text
+            for key, (text, _) in found.rewritten.items():
+                state.text[key] = text
+                # From the item's own cost: a re-plan must not take the saving off twice.
+                state.cost[key] = max(0, cost[key] + count(text) - count(layout.text[key]))
+            for key in found.removed:
+                optional[key] = False
+            choices = make_choices(state, optional)
+            self._clearable = clearable(state, choices)
+            self._prepared = found, choices
+            self._optional = optional
+        if self._clearable:  # old tool results: cleared as far as this budget needs
+            self._clear(budget - fixed - sum(by_section.values()))
+        found, choices = self._prepared
+        for key, reason in found.removed.items():
+            decisions[key] = Decision(Action.DEDUPE, reason)
+        ranks = state.ranks
+        left = reservations(budget, ratios, by_section)
+
+        def run(active: list[int]) -> list[int]:
+            return grant(choices, active, available, left, ranks)
+
+        sub = settle(layout, choices, run)
+        allocated = dict(by_section)
+        if sub.given is not None and choices.keep is not None and choices.section:  # one section
+            s = choices.section[0]
+            allocated[s] = allocated.get(s, 0) + sum(sub.given)
+        else:
+            grants = sub.grants
+            for c, s in enumerate(choices.section):
+                allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
+        plan = Plan(decisions, reserved, allocated)
+        whole = None if state.cleared else _whole(choices, sub, found)
+        if whole is None:
+            decide(state, choices, sub, found.rewritten, decisions)
+            return plan
+        kept = [True] * len(layout.msg)  # trim keeps what has no decision
+        # Every choice one item (_whole says so): the dropped ones' keys.
+        leads = choices.lead
+        if leads is None:
+            leads = list(chain.from_iterable(choices.items))
+        gone = list(compress(leads, map(operator.not_, whole)))
+        for k in gone:
+            kept[k] = False
+        for k in found.removed:
+            kept[k] = False
+        plan.kept, plan.counts = kept, {Action.DROP: len(gone), Action.DEDUPE: len(found.removed)}
+        plan.rest = partial(decide, state, choices, sub, found.rewritten, decisions)
+        return plan
+
+    def _clear(self, room: int) -> None:
+        """Clear old tool results (least relevant first) until the optional items fit in
+        `room` tokens; the choices are made again when what is cleared changed."""
+        state, layout, optional = self.state, self.layout, self._optional
+        cost, text = state.cost, state.text
+        summaries = layout.spans.keys() | {k for k, f in layout.fields.items() if f.summary_of}
+        for key in state.cleared:  # back to the uncleared costs before measuring the need
+            cost[key] = self._uncleared[key]
+            del text[key]
+        wanted = sum(c for k, c in enumerate(cost) if optional[k] and k not in summaries)
+        cleared = pick(self._clearable, wanted - room, room)
+        if cleared.keys() == state.cleared.keys():
+            for key, d in cleared.items():
+                cost[key], text[key] = d.tokens, d.text or ""
+            return
+        for key, d in cleared.items():
+            self._uncleared[key] = cost[key]
+            cost[key], text[key] = d.tokens, d.text or ""
+        state.cleared = cleared
+        assert self._prepared is not None
+        choices = make_choices(state, optional)
+        trails_last(choices, cleared)
+        self._prepared = self._prepared[0], choices
+
+    def required(self) -> tuple[list[int], dict[Section, int]]:
+        """The required items' keys, and their cost per section (the same for every plan)."""
+        if self._required is None:
+            layout = self.layout
+            section, cost, priority = layout.section, layout.cost, layout.priority
+            flags = map(operator.is_, priority, repeat(Priority.REQUIRED))
+            keys = list(compress(range(len(priority)), flags))
+            by_section: dict[Section, int] = {}
+            for k in keys:
+                by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+            self._required = keys, by_section
+        return self._required
+
+    def _dedupable(self, optional: list[bool]) -> list[int]:
+        """Keys of the optional items dedupe may compare (not tool group members)."""
+        layout = self.layout
+        kind, msg, fields = layout.kind, layout.msg, layout.fields
+        units, unit_of = layout.units, layout.unit_of
+        if not fields and len(units) == len(layout.base) == len(kind):
+            return list(compress(range(len(optional)), optional))  # messages, each alone
+        message, opaque, summary = Kind.MESSAGE, Kind.OPAQUE, Kind.SUMMARY
+        out: list[int] = []
+        for k in compress(range(len(optional)), optional):
+            it_kind = kind[k]
+            summary_of = k in fields and bool(fields[k].summary_of)
+            if it_kind is message:
+                if not summary_of and len(units[unit_of[msg[k]]]) == 1:
+                    out.append(k)
+            elif it_kind is not opaque and it_kind is not summary and not summary_of:
+                out.append(k)
+        return out
+
+
+def _whole(choices: Choices, sub: Substitution, found: Dedupe) -> list[bool] | None:
+    """Per choice, kept whole (True) or dropped, when every choice is one item, kept whole
+    or dropped, with no summary, host or rewritten text involved; else None."""
+    cost, given = choices.cost, sub.given
+    n = len(cost)
+    if sub.members or found.rewritten or given is None:
+        return None
+    if not choices.singles and (
+        choices.host.count(None) != n or max(map(len, choices.items), default=1) != 1
+    ):
+        return None
+    whole = list(map(operator.eq, given, cost))
+    if whole.count(True) + given.count(0) != n or (0 in cost and 0 in compress(cost, whole)):
+        return None  # cut to a grant (its decision says how), or kept at no cost
+    return whole

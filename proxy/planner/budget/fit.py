@@ -1,0 +1,91 @@
+"""Fit: plan, trim and re-count until the forwarded messages fit the budget.
+
+Counts are not additive over pieces of a message (a cut text plus its marker may count a
+token more than its parts), so each plan is applied and counted for real; when it does
+not fit, the planner's target is tightened and it plans again.
+"""
+
+from __future__ import annotations
+
+from itertools import compress
+from typing import Any
+
+from proxy.errors import ContextLengthExceeded
+from proxy.planner.budget.allocation import Plan, Planner
+from proxy.planner.budget.costs import count_message, overhead
+from proxy.planner.budget.note import budget_note, note_cost
+from proxy.planner.budget.required_parts import describe
+from proxy.planner.budget.trim import apply, with_note
+from proxy.planner.parts import Counted, Layout, Run
+from proxy.types import Body, Tokenizer
+
+ATTEMPTS = 8  # plans tried before the last one is sent over budget
+
+
+def known_counts(layout: Layout, full: list[int]) -> dict[int, int]:
+    """Each message as forwarded untrimmed (by identity) -> its count."""
+    return dict(zip(map(id, layout.stripped), full, strict=True))
+
+
+def count_forwarded(tokenizer: Tokenizer, body: Body, out: list[Any], known: dict[int, int]) -> int:
+    """Tokens of the forwarded messages; a message forwarded as it came keeps its count."""
+    total = 0
+    for m in out:
+        cost = known.get(id(m))
+        total += cost if cost is not None else count_message(tokenizer, m)
+    return total + overhead(tokenizer, body, out)
+
+
+class Fit:
+    """Plan, trim and re-count until the forwarded messages fit the budget."""
+
+    def __init__(self, planner: Planner, run: Run, counted: Counted, budget: int) -> None:
+        self.planner, self.layout, self.policy = planner, counted.layout, run.policy
+        self.tokenizer, self.body, self.budget = run.tokenizer, run.body, budget
+        self.fixed, self.full = counted.fixed, counted.full
+        self._known: dict[int, int] | None = None  # made when a trimmed plan is counted
+
+    @property
+    def known(self) -> dict[int, int]:
+        if self._known is None:
+            self._known = known_counts(self.layout, self.full)
+        return self._known
+
+    def run(self, note: bool) -> tuple[Plan, list[Any], int]:
+        """The plan, the forwarded messages and their count (over budget only when even
+        the tightest plan did not fit, or the required parts alone overflow)."""
+        layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
+        reserve = self.fixed + (note_cost(tokenizer, budget, layout.stripped) if note else 0)
+        floor = reserve + sum(self.planner.required()[1].values())
+        target = budget
+        for attempt in range(ATTEMPTS):
+            plan = self.planner.plan(target, reserve)
+            if plan.kept is not None and not note and not layout.split and not layout.extra:
+                # Every message one item, kept as it came or dropped: no decision needed.
+                out = list(compress(layout.stripped, plan.kept))
+                counted = sum(compress(self.full, plan.kept))
+                after = counted + overhead(tokenizer, self.body, out)
+            else:
+                out = apply(layout, plan.decisions)
+                if note:
+                    out = with_note(out, budget_note(layout, plan.decisions, budget, None))
+                after = count_forwarded(tokenizer, self.body, out, self.known)
+            if after <= budget:
+                return plan, out, after
+            # Tighten faster each round: a cut item can absorb a small step without a change.
+            excess = (after - budget) << attempt
+            if target > floor:
+                target = max(floor, target - excess)
+            elif self.policy.budget.on_required_overflow == "truncate":
+                target -= excess
+            else:
+                required = self.planner.required()[0]
+                figures = (after, budget, self.planner.window, self.fixed)
+                named = describe(layout, required, self.planner.state.cost, figures)
+                raise ContextLengthExceeded(
+                    named
+                    or f"The required parts of this request need {after:,} tokens but the "
+                    f"budget is {budget:,}; shorten the system prompt or the last message."
+                )
+        layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
+        return plan, out, after

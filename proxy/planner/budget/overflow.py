@@ -1,0 +1,83 @@
+"""Overflow: the required parts alone exceed the budget -> reject, or cut them."""
+
+from __future__ import annotations
+
+from proxy.errors import ContextLengthExceeded
+from proxy.planner.budget.agent_overflow import agent_overflow
+from proxy.planner.budget.grants import cut_required
+from proxy.planner.budget.required_parts import describe
+from proxy.planner.budget.state import PlanState
+from proxy.planner.parts import MARKER, Action, Decision, Kind
+from proxy.types import Priority, Section
+
+_OVERFLOW = "required parts over the budget by "
+_FEWER = "protected tool exchanges over the budget by "
+
+
+def overflow(
+    state: PlanState, window: int | None, required: list[int], over: tuple[int, int, int, int]
+) -> dict[int, Decision]:
+    """Decisions when `required` items (keys) alone exceed the budget: reject (raises
+    ContextLengthExceeded), or cut them, current turn last. `over`: (excess tokens, budget,
+    request overhead, marker tokens)."""
+    excess, budget, fixed, marker = over
+    layout, policy, tokenizer = state.layout, state.policy, state.tokenizer
+    section, cost, text, kind = layout.section, layout.cost, layout.text, layout.kind
+    by_section: dict[Section, int] = {}
+    for k in required:
+        by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+    total = sum(by_section.values()) + fixed
+    # The newest tool exchanges are protected by the proxy, not required by the client:
+    # fewer of them, and the newest one's largest result cut, before any refusal or cut.
+    cut = policy.budget.on_required_overflow == "truncate"
+    fewer = agent_overflow(layout, tokenizer, required, excess, cut)
+    if fewer is not None:
+        if not any(p.startswith(_FEWER) for p in layout.problems):
+            layout.problems.append(f"{_FEWER}{excess:,} tokens: fewer kept, newest cut")
+        return fewer
+    if policy.budget.on_required_overflow != "truncate":
+        named = describe(layout, required, cost, (total, budget, window, fixed))
+        if named is not None:
+            raise ContextLengthExceeded(named)
+        parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
+        within = f" (context window {window:,})" if window is not None else ""
+        raise ContextLengthExceeded(
+            f"The required parts of this request need {total:,} tokens but the budget is "
+            f"{budget:,}{within}: {parts}, request overhead {fixed:,}. Shorten the system "
+            "prompt or the last message, or use a model with a larger context window."
+        )
+    msg, units, unit_of = layout.msg, layout.units, layout.unit_of
+    # Cut last: the current turn's own messages (the last user message). Its tool
+    # exchanges are cut by size with everything else: the newest tool result of 5,000
+    # tokens before a 10-token system prompt.
+    sizes = [
+        (
+            k,
+            tokenizer.count_text(text[k]),
+            layout.in_current(msg[k])
+            and kind[k] is not Kind.SUMMARY
+            and len(units[unit_of[msg[k]]]) == 1,
+        )
+        for k in required
+        if kind[k] is not Kind.OPAQUE and text[k]
+    ]
+    cuts = cut_required(sizes, excess, marker)
+    # Said once, with the first plan's excess: the re-plans that tighten the target (see
+    # fit.Fit.run) would each add a larger, made-up figure.
+    if not any(p.startswith(_OVERFLOW) for p in layout.problems):
+        layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: cut, current turn last")
+    decisions: dict[int, Decision] = {}
+    is_required = Priority.REQUIRED
+    for k, p in enumerate(layout.priority):
+        if p is not is_required:
+            decisions[k] = Decision(Action.DROP, "no room: the required parts exceed the budget")
+        elif k in cuts:
+            tokens = tokenizer.count_text(text[k])
+            kept = tokenizer.truncate_text(text[k], tokens - cuts[k])
+            after = cost[k] - cuts[k] + marker
+            decisions[k] = Decision(
+                Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
+            )
+        else:
+            decisions[k] = Decision(Action.KEEP, "required", tokens=cost[k])
+    return decisions

@@ -1,0 +1,39 @@
+"""What may be decided about an item: keep, cut, drop, dedupe, summarize, clear; and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from proxy.types import Priority
+
+MARKER = "\n[…truncated]"  # appended to every truncated item: the cut must be visible
+
+
+class Action(str, Enum):
+    KEEP = "keep"
+    TRUNCATE = "truncate"
+    DROP = "drop"
+    DEDUPE = "dedupe"
+    SUMMARIZE = "summarize"  # dropped, and a summary of its cluster took its place
+    SUMMARY_INSERTED = "summary-inserted"
+    CLEAR = "clear"  # an old tool result's content replaced by a placeholder, its call kept
+
+
+# Why an item was dropped for want of room, by its priority (both planning paths say it).
+OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}
+
+_KEPT = (Action.KEEP, Action.TRUNCATE, Action.SUMMARY_INSERTED, Action.CLEAR)
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Action
+    reason: str
+    text: str | None = None  # the replacement text of a truncated or line-deduped item
+    tokens: int = 0  # tokens after the decision
+    anchor: int | None = None  # a placed summary: the message index it goes before
+
+    @property
+    def kept(self) -> bool:
+        return self.action in _KEPT or (self.action is Action.DEDUPE and self.text is not None)
