@@ -1,10 +1,11 @@
 """Planning: the façade — a chat-completion body in, the body to forward and a report out.
 
-A request goes through the rooms once, in order: it is read into parts and counted
-(`parts`, `budget.costs`); within its budget it goes as it came; over it, cache mode cuts
-it at a stable point (`cache`) or the budget's planner fits it (`budget`), drawing on the
-history's ranking (`history`); the report (`report`) is made when asked for. Counts are
-not additive over pieces of a message, so a plan is counted again until it fits.
+A request goes through the rooms in order: its run (budget included) is set up, and it is
+counted and read into parts (`parts`); within its budget it goes as it came; over it,
+cache mode cuts it at a stable point (`cache`) or the budget's planner fits it (`budget`),
+drawing on the history's ranking (`history`); the report (`report`) is made when asked
+for. Counts are not additive over pieces of a message, so a plan is counted again until
+it fits.
 """
 
 from __future__ import annotations
@@ -21,13 +22,9 @@ from proxy.planner.budget import (
     Plan,
     Planner,
     budget_note,
-    compute_budget,
     count_forwarded,
     known_counts,
-    measure,
     note_cost,
-    overhead,
-    untagged_counts,
     with_note,
 )
 from proxy.planner.cache import plan_cached
@@ -40,6 +37,10 @@ from proxy.planner.parts import (
     Run,
     add_summaries,
     build_layout,
+    measure,
+    overhead,
+    start_run,
+    untagged_counts,
 )
 from proxy.planner.report import (
     PlanOutcome,
@@ -57,14 +58,6 @@ from proxy.types import Body, Priority, Tokenizer
 __all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
 
 
-def max_output(body: Body) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
 def plan_request(
     body: Body,
     policy: Policy,
@@ -77,22 +70,7 @@ def plan_request(
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
     required parts alone exceed the budget and the policy says reject. `terms` keeps the
     history's words between requests (relevance scoring); without it nothing is kept."""
-    return _plan(_start(body, policy, tokenizer, context_window, terms, extra_summaries), True)
-
-
-def _start(
-    body: Body,
-    policy: Policy,
-    tokenizer: Tokenizer,
-    window: int | None,
-    terms: TermIndex | None,
-    summaries: Sequence[ExtraSummary],
-) -> Run:
-    if policy.history.relevance == "bm25" and terms is None:
-        terms = TermIndex()
-    ratio, reserve = policy.budget.ratio, policy.budget.reserve_output
-    budget = compute_budget(window, ratio, reserve, max_output(body))
-    return Run(body, policy, tokenizer, window, budget, terms, summaries)
+    return _plan(start_run(body, policy, tokenizer, context_window, terms, extra_summaries), True)
 
 
 def _plan(run: Run, cache: bool) -> PlanOutcome:
@@ -213,7 +191,7 @@ def _fitted(
 def _plan_at(run: Run, body: Body, policy: Policy, window: int) -> PlanOutcome:
     """Cache mode's plans of what it cut (`body`, under `policy` and `window`): the
     ordinary planner, same tokenizer and words, no summaries, no cache mode."""
-    return _plan(_start(body, policy, run.tokenizer, window, run.terms, ()), False)
+    return _plan(start_run(body, policy, run.tokenizer, window, run.terms, ()), False)
 
 
 _action = operator.attrgetter("action")

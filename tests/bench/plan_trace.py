@@ -88,15 +88,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         cache=CachePolicy(enabled=args.cache == "on"),
     )
     path = trace(request(args.set), policy, args.budget)
-    left: set[str] = set()
-    returns: Counter[str] = Counter()
-    for before, now in pairwise(path):
-        left.add(before)
-        if now in left:
-            returns[now] += 1
-    print(f"modules visited: {len(set(path))}; stops: {len(path)}; returns: {sum(returns.values())}")
-    print("most returned to:", ", ".join(f"{m} {n}" for m, n in returns.most_common(6)))
-    print(" -> ".join(path), flush=True)
+    # The same path by room (the sub-package; the façade, which hands the request from one
+    # room to the next, left out).
+    rooms = [m.split(".")[0] for m in path if "." in m]
+    rooms = [r for k, r in enumerate(rooms) if k == 0 or rooms[k - 1] != r]
+    for name, steps in (("modules", path), ("rooms", rooms)):
+        left: set[str] = set()
+        returns: Counter[str] = Counter()
+        for before, now in pairwise(steps):
+            left.add(before)
+            if now in left:
+                returns[now] += 1
+        print(
+            f"{name} visited: {len(set(steps))}; stops: {len(steps)}; "
+            f"returns: {sum(returns.values())} ("
+            + ", ".join(f"{m} {n}" for m, n in returns.most_common(6))
+            + ")"
+        )
+    print(" -> ".join(rooms), flush=True)
 
 
 if __name__ == "__main__":

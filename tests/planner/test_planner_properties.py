@@ -174,7 +174,7 @@ policies = st.builds(
 
 
 def count(body: dict[str, Any], tokenizer: Tokenizer) -> int:
-    from proxy.planner.budget.costs import count_message, overhead
+    from proxy.planner.parts.costs import count_message, overhead
 
     return sum(count_message(tokenizer, m) for m in body["messages"]) + overhead(
         tokenizer, body, body["messages"]

@@ -562,7 +562,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
     """The planner keeps its dedupe and choices between budgets (re-plans, the note's try):
     every budget gets the plan a new planner would make, the dedupe saving taken once."""
     from proxy.planner.budget.allocation import Planner
-    from proxy.planner.budget.costs import measure
+    from proxy.planner.parts.costs import measure
     from proxy.planner.parts.sections import build_layout
 
     msgs = [
@@ -590,7 +590,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
 
 
 def test_untagged_counts_are_the_message_counts_or_none() -> None:
-    from proxy.planner.budget.costs import untagged_counts as _untagged_counts
+    from proxy.planner.parts.costs import untagged_counts as _untagged_counts
 
     plain = [sys(), user("a < b, no tag here"), assistant(None, tool_calls=[]), user("q")]
     assert _untagged_counts(plain, WORDS) == [WORDS.count_message(m) for m in plain]

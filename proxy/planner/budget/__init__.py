@@ -4,9 +4,7 @@ Decided here: why a message was dropped or cut, which old tool results are clear
 what a request whose required parts alone overflow gets (a cut, or a refusal)."""
 
 from proxy.planner.budget.allocation import Plan, Planner
-from proxy.planner.budget.costs import measure, overhead, untagged_counts
 from proxy.planner.budget.fit import Fit, count_forwarded, known_counts
-from proxy.planner.budget.grants import compute_budget
 from proxy.planner.budget.note import budget_note, note_cost
 from proxy.planner.budget.trim import with_note
 
@@ -15,12 +13,8 @@ __all__ = [
     "Plan",
     "Planner",
     "budget_note",
-    "compute_budget",
     "count_forwarded",
     "known_counts",
-    "measure",
     "note_cost",
-    "overhead",
-    "untagged_counts",
     "with_note",
 ]

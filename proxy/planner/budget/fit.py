@@ -12,11 +12,10 @@ from typing import Any
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget.allocation import Plan, Planner
-from proxy.planner.budget.costs import count_message, overhead
 from proxy.planner.budget.note import budget_note, note_cost
 from proxy.planner.budget.required_parts import describe
 from proxy.planner.budget.trim import apply, with_note
-from proxy.planner.parts import Counted, Layout, Run
+from proxy.planner.parts import Counted, Layout, Run, count_message, overhead
 from proxy.types import Body, Tokenizer
 
 ATTEMPTS = 8  # plans tried before the last one is sent over budget

@@ -41,18 +41,6 @@ class Choice:
     contiguous: bool = False  # recency order: once one does not fit, later ones wait
 
 
-def compute_budget(
-    window: int | None, ratio: float, reserve_output: bool, max_output: int | None
-) -> int | None:
-    """The contract: floor(ratio * window), never more than window - max_output - 16."""
-    if window is None:
-        return None
-    budget = math.floor(ratio * window)
-    if reserve_output and max_output is not None:
-        budget = min(budget, window - max_output - 16)
-    return max(budget, 0)
-
-
 def reservations(
     budget: int, ratios: Mapping[Section, float], required: Mapping[Section, int]
 ) -> dict[Section, int]:

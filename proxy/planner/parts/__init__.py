@@ -3,11 +3,12 @@ tags and where they came from), the vocabulary of what may be decided about each
 run's record. Decided here: which section and priority every part has, which messages are
 the current turn, which tool exchanges are an agent's history."""
 
+from proxy.planner.parts.costs import count_message, measure, overhead, untagged_counts
 from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
 from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
-from proxy.planner.parts.messages import render, well_shaped
-from proxy.planner.parts.run import Counted, Run
+from proxy.planner.parts.messages import render
+from proxy.planner.parts.run import Counted, Run, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.parts.tag_fields import section_policy
@@ -25,9 +26,13 @@ __all__ = [
     "Run",
     "add_summaries",
     "build_layout",
+    "count_message",
+    "measure",
+    "overhead",
     "render",
     "role_of",
     "section_policy",
     "shape",
-    "well_shaped",
+    "start_run",
+    "untagged_counts",
 ]

@@ -2,11 +2,13 @@
 
 Every stage reads these two records instead of a dozen values handed from call to call:
 `Run` is fixed when planning starts (the body, the team's policy, the model's tokenizer and
-window, the budget they give); `Counted` is the request once read into items and counted.
+window, the budget they give: the contract's floor(ratio * window), less the answer's
+reserve); `Counted` is the request once read into items and counted.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,3 +41,41 @@ class Counted:
     full: list[int]  # each message's tokens as forwarded untrimmed
     fixed: int  # the request's tokens besides its messages (priming, tool schemas)
     before: int  # the whole request's tokens as it came (tags removed)
+
+
+def start_run(
+    body: Body,
+    policy: Policy,
+    tokenizer: Tokenizer,
+    window: int | None,
+    terms: TermIndex | None,
+    summaries: Sequence[ExtraSummary],
+) -> Run:
+    """The run of `body` under `policy`: its budget, and a term index when relevance is on
+    and the caller keeps none."""
+    if policy.history.relevance == "bm25" and terms is None:
+        terms = TermIndex()
+    ratio, reserve = policy.budget.ratio, policy.budget.reserve_output
+    budget = compute_budget(window, ratio, reserve, max_output(body))
+    return Run(body, policy, tokenizer, window, budget, terms, summaries)
+
+
+def max_output(body: Body) -> int | None:
+    """The answer's token limit the request sets, if any."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def compute_budget(
+    window: int | None, ratio: float, reserve_output: bool, max_output: int | None
+) -> int | None:
+    """The contract: floor(ratio * window), never more than window - max_output - 16."""
+    if window is None:
+        return None
+    budget = math.floor(ratio * window)
+    if reserve_output and max_output is not None:
+        budget = min(budget, window - max_output - 16)
+    return max(budget, 0)

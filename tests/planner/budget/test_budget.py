@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.planner.budget.grants import Choice, allocate, compute_budget, cut_required, reservations
+from proxy.planner.budget.grants import Choice, allocate, cut_required, reservations
 from proxy.planner.history.order import keep_order
+from proxy.planner.parts.run import compute_budget
 from proxy.policy.model import DEFAULT_SECTIONS
 from proxy.relevance.scoring import score_history
 from proxy.types import Section

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.planner.budget.costs import measure, overhead
-from proxy.planner.budget.grants import compute_budget
-from proxy.planner.parts.run import Run
+from proxy.planner.parts.costs import measure, overhead
+from proxy.planner.parts.run import Run, compute_budget, max_output
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import ExtraSummary
 from proxy.planner.report.outcome import PlanOutcome, make_outcome
 from proxy.planner.report.plan_report import PlanReport, build_report
-from proxy.planner.request import max_output
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Tokenizer

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from proxy.planner.budget.costs import count_message, overhead
 from proxy.planner.budget.fit import ATTEMPTS
+from proxy.planner.parts.costs import count_message, overhead
 from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
 from proxy.planner.parts.summaries import ExtraSummary
 from proxy.planner.parts.tag_fields import section_policy

@@ -7,7 +7,8 @@ from typing import Any, cast
 
 import orjson
 
-from proxy.planner.parts import Kind, Layout, render, well_shaped
+from proxy.planner.parts.items import Kind, Layout
+from proxy.planner.parts.messages import render, well_shaped
 from proxy.types import Alongside, Body, Tokenizer
 
 _OPAQUE_OVERHEAD = 4  # a message of an unknown shape: about what a role and framing cost
