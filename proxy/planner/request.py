@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -103,7 +104,7 @@ def _plan(run: Run, cache: bool) -> PlanOutcome:
         if budget is None or before <= budget:
             report = partial(_report_as_sent, run, messages, before)
             return make_outcome(run, body, (before, before), {}, [], report)
-    layout = build_layout(messages, policy, checked=known is not None)
+    layout = build_layout(messages, policy, checked=known is not None, setup=run.setup)
     full = measure(layout, tokenizer, known or ())
     if fixed is None:
         fixed = overhead(tokenizer, body, layout.stripped)
@@ -133,7 +134,8 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
         out = stripped
     else:
         if cache and policy.cache.enabled and run.window is not None:
-            stable = plan_cached(run, counted, partial(_plan_at, run))
+            plan_at = partial(_plan_at, replace(run, setup=layout.setup_end))
+            stable = plan_cached(run, counted, plan_at)
             if stable is not None:
                 return stable
         add_summaries(layout, run.summaries, tokenizer, policy)
@@ -190,8 +192,9 @@ def _fitted(
 
 def _plan_at(run: Run, body: Body, policy: Policy, window: int) -> PlanOutcome:
     """Cache mode's plans of what it cut (`body`, under `policy` and `window`): the
-    ordinary planner, same tokenizer and words, no summaries, no cache mode."""
-    return _plan(start_run(body, policy, run.tokenizer, window, run.terms, ()), False)
+    ordinary planner, same tokenizer and words and setup, no summaries, no cache mode."""
+    cut = start_run(body, policy, run.tokenizer, window, run.terms, ())
+    return _plan(replace(cut, setup=run.setup), False)
 
 
 _action = operator.attrgetter("action")

@@ -78,6 +78,15 @@ class VisibilityPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class TagsPolicy:
+    """Where inline `<context>` tags are read: always in system and developer messages (the
+    operator's), in user messages only when this says so (and then never past what a user's
+    text may claim), never in assistant messages or tool results."""
+
+    inline_in_user: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryPolicy:
     enabled: bool = False
     model: str | None = None
@@ -181,6 +190,7 @@ class Policy:
     thresholds: ThresholdPolicy = field(default_factory=ThresholdPolicy)
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     visibility: VisibilityPolicy = field(default_factory=VisibilityPolicy)
+    tags: TagsPolicy = field(default_factory=TagsPolicy)
     summaries: SummaryPolicy = field(default_factory=SummaryPolicy)
     cache: CachePolicy = field(default_factory=CachePolicy)
 

@@ -19,7 +19,7 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.parts.decision import MARKER
 from proxy.planner.parts.groups import shape
 from proxy.planner.request import ExtraSummary, plan_request
-from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, VisibilityPolicy
+from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, TagsPolicy, VisibilityPolicy
 from proxy.tokens.counter import TokenCounter
 from proxy.types import Tokenizer
 from tests.planner_fakes import WordTokenizer
@@ -161,16 +161,21 @@ def conversations(draw: st.DrawFn) -> list[Any]:
 
 
 policies = st.builds(
-    lambda overflow, relevance, keep, note: Policy(
+    lambda overflow, relevance, keep, note, inline: Policy(
         budget=BudgetPolicy(on_required_overflow=overflow),
         history=HistoryPolicy(keep_recent=keep, relevance=relevance, neighbors=keep % 2),
         visibility=VisibilityPolicy(prompt_report=note),
+        tags=TagsPolicy(inline_in_user=inline),
     ),
     st.sampled_from(["reject", "truncate"]),
     st.sampled_from(["bm25", "off"]),
     st.integers(0, 4),
     st.booleans(),
+    st.booleans(),
 )
+
+
+_OPERATOR = ("system", "developer")
 
 
 def count(body: dict[str, Any], tokenizer: Tokenizer) -> int:
@@ -216,11 +221,15 @@ def check(
     overflowed = any(p.startswith("required parts over the budget") for p in out.problems)
     if not overflowed:
         assert real <= out.budget
-    # No tags, no x_context forwarded.
+    # No x_context forwarded; no tag of the text the policy reads for tags (the operator's,
+    # and users' when it opts in). Other text (assistant, tool) goes as it was written.
+    reads = ("system", "developer", "user") if policy.tags.inline_in_user else _OPERATOR
+    role_of = {m["name"]: m.get("role") for m in msgs if isinstance(m, dict) and "name" in m}
     for m in fwd:
         assert not (isinstance(m, dict) and "x_context" in m)
-        for t in texts_of(m):
-            assert '<context id="b' not in t
+        if role_of.get(m.get("name") if isinstance(m, dict) else None) in reads:
+            for t in texts_of(m):
+                assert '<context id="b' not in t
     # Order kept; required messages present.
     names = [m["name"] for m in fwd if isinstance(m, dict) and isinstance(m.get("name"), str)]
     moved = {f"m{it.message}" for it in out.report.items if it.action == "summary-inserted"}
@@ -235,6 +244,7 @@ def check(
             (
                 (role in ("system", "developer") and not _own_tag(m))
                 or (i >= sh.current_start and i not in sh.agent)
+                or i < sh.setup_end  # the setup: kept whole (cut, in the worst case)
             )
             and isinstance(m, dict)
             and "name" in m
@@ -252,9 +262,9 @@ def check(
         name = m.get("name") if isinstance(m, dict) else None
         if name in originals:
             orig = originals[name]
-            plain = "<context" not in orjson.dumps(orig).decode() and "#" not in "".join(
-                texts_of(orig)
-            )
+            tagged = orig.get("role") in reads and "<context" in orjson.dumps(orig).decode()
+            headed = orig.get("role") in _OPERATOR and "#" in "".join(texts_of(orig))
+            plain = not tagged and not headed
             cut = any(MARKER in t for t in texts_of(m))
             if plain and not cut and not policy.visibility.prompt_report:
                 assert m == {k: v for k, v in orig.items() if k != "x_context"}

@@ -18,6 +18,7 @@ from proxy.policy.model import (
     CachePolicy,
     HistoryPolicy,
     Policy,
+    TagsPolicy,
     ToolsPolicy,
     VisibilityPolicy,
 )
@@ -30,6 +31,12 @@ WORDS = WordTokenizer()
 # The per-request planner (cache-stable cuts off), relevance off.
 OFF = Policy(
     history=HistoryPolicy(keep_recent=2, relevance="off"), cache=CachePolicy(enabled=False)
+)
+# The same, with inline <context> blocks read in user messages too (tags.inline_in_user).
+OFF_INLINE = Policy(
+    history=HistoryPolicy(keep_recent=2, relevance="off"),
+    cache=CachePolicy(enabled=False),
+    tags=TagsPolicy(inline_in_user=True),
 )
 
 
@@ -86,7 +93,7 @@ def test_within_budget_is_forwarded_as_it_came() -> None:
 
 def test_within_budget_only_tags_removed() -> None:
     msgs = [
-        sys(),
+        sys("rules <context section='memory'>fact</context> b"),
         user("a <context section='memory'>fact</context> b", name="x"),
         user("q", x_context={}),
     ]
@@ -94,8 +101,12 @@ def test_within_budget_only_tags_removed() -> None:
     snapshot = copy.deepcopy(body)
     out = plan_request(body, OFF, WORDS, 10_000)
     assert out.changed and out.trimmed == 0
-    assert out.body["messages"] == [sys(), user("a fact b", name="x"), user("q")]
+    # The operator's tags are read and removed; a user's inline tag is text unless the
+    # policy reads them there (forwarded as written); x_context is always removed.
+    assert out.body["messages"] == [sys("rules fact b"), msgs[1], user("q")]
     assert body == snapshot
+    out = plan_request(body, OFF_INLINE, WORDS, 10_000)
+    assert out.body["messages"] == [sys("rules fact b"), user("a fact b", name="x"), user("q")]
 
 
 def test_no_context_window_means_no_trimming() -> None:
@@ -116,10 +127,11 @@ def test_over_budget_fits_and_keeps_required_and_order() -> None:
     assert forwarded_tokens(out.body) == out.tokens_after <= out.budget == 800
     fwd = out.body["messages"]
     assert fwd[0] is msgs[0] and fwd[-1] is msgs[-1]
+    assert fwd[1] is msgs[1]  # the setup: every message before the first answer
     positions = [msgs.index(m) for m in fwd]
     assert positions == sorted(positions)
     # recency: what is kept of history is the newest, contiguous
-    assert positions[1:] == list(range(positions[1], len(msgs)))
+    assert positions[2:] == list(range(positions[2], len(msgs)))
 
 
 def test_max_tokens_reserves_output() -> None:
@@ -155,17 +167,32 @@ def test_required_overflow_rejects_with_a_breakdown() -> None:
     assert info.value.code == "context_length_exceeded"
 
 
-def test_required_overflow_truncates_the_current_turn_last() -> None:
+def test_required_overflow_cuts_the_system_prompt_last() -> None:
+    """The operator's system prompt is never cut while anything else could be: the
+    setup's user part first, then the current turn, then the system prompt."""
     policy = Policy(
         budget=BudgetPolicy(on_required_overflow="truncate"), history=HistoryPolicy(relevance="off")
     )
-    body = body_of([sys(words(700)), user("old " + words(50)), user(words(300))])
+    task = user("the task " + words(300, "t"))
+    body = body_of([sys(words(500)), task, assistant("ok"), user(words(300))])
+    out = plan_request(body, policy, WORDS, 1200)
+    fwd = out.body["messages"]
+    assert out.tokens_after <= 960
+    assert fwd[0]["content"] == body["messages"][0]["content"]  # the system prompt whole
+    assert fwd[1]["content"].startswith("the task t0 t1") and fwd[1]["content"].endswith(MARKER)
+    assert fwd[-1]["content"] == body["messages"][-1]["content"]  # current turn untouched
+    # Over by more: the task keeps its start (MIN_SETUP_PART), the current turn is cut
+    # next, and the system prompt only when nothing else is left to cut.
     out = plan_request(body, policy, WORDS, 1000)
     fwd = out.body["messages"]
     assert out.tokens_after <= 800
-    assert fwd[0]["content"].endswith(MARKER)
-    assert fwd[-1]["content"] == body["messages"][-1]["content"]  # current turn untouched
-    assert len(fwd) == 2  # history dropped
+    assert fwd[0]["content"] == body["messages"][0]["content"]
+    assert WORDS.count_text(fwd[1]["content"]) >= 128
+    assert fwd[-1]["content"].endswith(MARKER)
+    out = plan_request(body_of([sys(words(700)), user(words(300))]), policy, WORDS, 700)
+    fwd = out.body["messages"]
+    assert out.tokens_after <= 560
+    assert fwd[0]["content"].endswith(MARKER) and fwd[-1]["content"].endswith(MARKER)
 
 
 def test_required_overflow_cuts_current_turn_when_it_must() -> None:
@@ -187,7 +214,7 @@ def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came()
     assert out.body is body and not out.changed and out.trimmed == 0
     assert out.tokens_after == out.tokens_before == 18 > out.budget == 16
     assert out.problems[-2:] == [
-        "required parts over the budget by 2 tokens: cut, current turn last",
+        "required parts over the budget by 2 tokens: cut, the current turn and the system prompt last",
         "could not fit the budget of 16 tokens; sent 18",
     ]
 
@@ -312,7 +339,7 @@ def test_score_strategy_keeps_the_best_retrieved_blocks() -> None:
         for s in ("0.1", "0.9", "0.5", "0.7")
     )
     msgs = [sys(), *chat(20, 20), user("docs: " + docs), assistant("ok"), user("now")]
-    out = plan_request(body_of(msgs), OFF, WORDS, 1000)
+    out = plan_request(body_of(msgs), OFF_INLINE, WORDS, 1000)
     kept = [it for it in out.report.items if it.kind == "block" and it.action == "keep"]
     dropped = [it for it in out.report.items if it.kind == "block" and it.action == "drop"]
     assert kept and dropped
@@ -334,19 +361,21 @@ def test_memory_is_truncated_with_a_marker_not_dropped() -> None:
 
 
 def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
-    msgs = [sys(), user("old " + words(400)), assistant("old " + words(400))]
+    msgs = [sys(), assistant("Hello!"), user("old " + words(400)), assistant("old " + words(400))]
     msgs += [user('<context section="scaffolding_reminder">' + words(600, "r") + "</context> hi")]
     msgs.append(user("now"))
     policy = Policy(
-        history=HistoryPolicy(keep_recent=5, relevance="off"), cache=CachePolicy(enabled=False)
+        history=HistoryPolicy(keep_recent=5, relevance="off"),
+        cache=CachePolicy(enabled=False),
+        tags=TagsPolicy(inline_in_user=True),
     )
     out = plan_request(body_of(msgs), policy, WORDS, 1000)
     by_msg = {(it.message, it.kind): it for it in out.report.items}
-    reminder = by_msg[(3, "block")]
+    reminder = by_msg[(4, "block")]
     assert reminder.action == "truncate"
     assert reminder.tokens_after >= 40  # floor(800 * 0.05): its own reservation
-    assert by_msg[(2, "message")].action == "keep"  # high priority history first
-    assert by_msg[(1, "message")].action == "drop"  # then no room for the older
+    assert by_msg[(3, "message")].action == "keep"  # high priority history first
+    assert by_msg[(2, "message")].action == "drop"  # then no room for the older
     assert out.tokens_after <= out.budget
 
 
@@ -365,7 +394,7 @@ def test_dedupe_by_id_content_and_summary_lines() -> None:
         *chat(20, 30)[1:],
         user("now"),
     ]
-    out = plan_request(body_of(msgs), OFF, WORDS, 1200)
+    out = plan_request(body_of(msgs), OFF_INLINE, WORDS, 1200)
     deduped = [it for it in out.report.items if it.action == "dedupe"]
     reasons = " | ".join(it.reason for it in deduped)
     assert "duplicate id 'k1'" in reasons
@@ -388,13 +417,15 @@ def test_within_budget_no_dedupe() -> None:
 
 
 def clustered(n_cluster: int) -> list[dict[str, Any]]:
-    msgs = [sys()]
+    """An early cluster of turns (tagged by the client on its user messages) and the
+    client's summary of it, sent as a system message (an assistant's tag is not read)."""
+    msgs = [sys(), assistant("Hello!")]
     for t in range(n_cluster):
         msgs += [
             user(f"early{t} " + words(60), x_context={"cluster": "early"}),
-            assistant(f"reply{t} " + words(60), x_context={"cluster": "early"}),
+            assistant(f"reply{t} " + words(60)),
         ]
-    msgs.append(assistant("SUMMARY of the early part", x_context={"summary_of": "early"}))
+    msgs.append(sys("SUMMARY of the early part", x_context={"summary_of": "early"}))
     msgs += chat(6, 40)[1:]
     msgs.append(user("now"))
     return msgs
@@ -414,13 +445,13 @@ def test_summary_takes_the_place_of_the_first_dropped_member() -> None:
 
 
 def test_summary_removed_when_its_cluster_is_kept_whole() -> None:
-    msgs = [sys(), user("old " + words(400)), assistant("old " + words(400))]
-    msgs += [user("a", x_context={"cluster": "k"}), assistant("b", x_context={"cluster": "k"})]
-    msgs += [assistant("summary of k", x_context={"summary_of": "k"}), user("now")]
+    msgs = [sys(), assistant("Hi"), user("old " + words(400)), assistant("old " + words(400))]
+    msgs += [user("a", x_context={"cluster": "k"}), user("b", x_context={"cluster": "k"})]
+    msgs += [sys("summary of k", x_context={"summary_of": "k"}), user("now")]
     out = plan_request(body_of(msgs), OFF, WORDS, 600)
     contents = [m.get("content") for m in out.body["messages"]]
     assert "a" in contents and "b" in contents and "summary of k" not in contents
-    item = next(it for it in out.report.items if it.message == 5)
+    item = next(it for it in out.report.items if it.message == 6)
     assert item.action == "drop" and "kept whole" in item.reason
 
 
@@ -429,7 +460,8 @@ def test_extra_summary_replaces_a_dropped_span() -> None:
     extra = [ExtraSummary(1, 21, "the first ten turns, in short", key="abc")]
     out = plan_request(body_of(msgs), OFF, WORDS, 1200, extra_summaries=extra)
     fwd = out.body["messages"]
-    assert fwd[1]["role"] == "system" and "the first ten turns" in fwd[1]["content"]
+    assert fwd[1] is msgs[1]  # the setup, kept whole: the summary stands in for the rest
+    assert fwd[2]["role"] == "system" and "the first ten turns" in fwd[2]["content"]
     assert out.summarized > 0 and out.tokens_after <= out.budget
 
 
@@ -437,7 +469,8 @@ def test_extra_summary_replaces_a_dropped_span() -> None:
 
 
 def test_relevance_keeps_an_old_turn_about_the_question() -> None:
-    msgs = [sys(), user("my locker code is 4417 and the zebra is blue"), assistant("noted")]
+    msgs = [sys(), assistant("Hi, how can I help?")]
+    msgs += [user("my locker code is 4417 and the zebra is blue"), assistant("noted")]
     msgs += chat(30, 30)[1:]
     msgs.append(user("what colour is the zebra?"))
     on = plan_request(body_of(msgs), Policy(), WORDS, 1000)
@@ -530,7 +563,7 @@ def test_example_session_shows_every_action_per_request() -> None:
     from proxy.tokens.windows import ContextWindows
 
     body = example_session()
-    policy = Policy(cache=CachePolicy(enabled=False))
+    policy = Policy(cache=CachePolicy(enabled=False), tags=TagsPolicy(inline_in_user=True))
     tokenizer = TokenCounter().for_model(body["model"], policy)
     out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
     actions = {it.action for it in out.report.items}

@@ -41,8 +41,11 @@ def agent_body(turns: int = 12) -> dict[str, Any]:
 
 
 def small_window(policies_dir: Path) -> None:
+    """A 1,000-token window; inline tags read in user messages too (the app puts its
+    retrieved documents there)."""
     (policies_dir / "default.yaml").write_text(
         "models:\n  gpt-4o: {context_window: 1000}\nbudget: {ratio: 1.0}\n"
+        "tags: {inline_in_user: true}\n"
     )
 
 
@@ -78,8 +81,9 @@ def test_over_budget_request_names_each_id_with_its_action(
     ids = {entry["id"]: entry for entry in row["ids"]}
     assert set(ids) == {f"turn-{i}" for i in range(12)} | {"mem-1", "doc-7"}
     assert [e["id"] for e in row["ids"]][:2] == ["turn-0", "turn-1"]  # message order
-    assert ids["turn-0"]["action"] == "dropped"
-    assert ids["turn-0"]["tokens"] > 0 == ids["turn-0"]["tokens_after"]
+    assert ids["turn-0"]["action"] == "kept"  # the setup: before the first answer
+    assert ids["turn-1"]["action"] == "dropped"
+    assert ids["turn-1"]["tokens"] > 0 == ids["turn-1"]["tokens_after"]
     assert ids["turn-11"]["action"] == "kept"
     assert ids["turn-11"]["tokens"] == ids["turn-11"]["tokens_after"] > 0
     assert ids["doc-7"]["action"] == "kept"
@@ -165,7 +169,8 @@ def test_plan_endpoint_reports_ids_and_logs_nothing(
     items = response.json()["report"]["items"]
     by_id = {it["id"]: it for it in items if "id" in it}
     assert set(by_id) == {f"turn-{i}" for i in range(12)} | {"mem-1", "doc-7"}
-    assert by_id["turn-0"]["action"] == "drop"
+    assert by_id["turn-0"]["action"] == "keep"  # the setup, kept whole
+    assert by_id["turn-1"]["action"] == "drop"
     assert {"tokens", "tokens_after", "action"} <= set(by_id["doc-7"])
     time.sleep(0.2)
     assert not log.exists() or log.read_bytes() == b""
@@ -217,8 +222,9 @@ def test_lines_queued_at_shutdown_are_flushed(
 
 
 def test_within_budget_every_id_is_kept_and_streamed_requests_log_too(
-    start_proxy: Any, tmp_path: Path
+    start_proxy: Any, policies_dir: Path, tmp_path: Path
 ) -> None:
+    (policies_dir / "default.yaml").write_text("tags: {inline_in_user: true}\n")
     log = tmp_path / "inclusion.jsonl"
     proxy: RunningProxy = start_proxy(inclusion_log=str(log))
     body = agent_body(turns=2)
@@ -258,13 +264,16 @@ def test_responses_api_requests_log_their_ids(
     assert row["request_id"] == response.headers["x-request-id"]
     ids = {e["id"]: e["action"] for e in row["ids"]}
     assert set(ids) == {f"turn-{i}" for i in range(12)} | {"doc-7"}
-    assert ids["turn-0"] == "dropped" and ids["turn-11"] == "kept"
+    assert ids["turn-0"] == "kept"  # the setup
+    assert ids["turn-1"] == "dropped" and ids["turn-11"] == "kept"
     assert SECRET not in log.read_text()
 
 
-def test_agent_tool_results_with_ids_are_logged_as_cleared(
+def test_ids_on_tool_results_are_not_read(
     start_proxy: Any, policies_dir: Path, tmp_path: Path
 ) -> None:
+    """A tool result is the outside world's text: its x_context (an id among them) is
+    dropped unread, so it names nothing in the log; the task's id still does."""
     (policies_dir / "default.yaml").write_text(
         "models:\n  gpt-4o: {context_window: 3000}\nbudget: {ratio: 1.0}\n"
     )
@@ -272,7 +281,7 @@ def test_agent_tool_results_with_ids_are_logged_as_cleared(
     proxy: RunningProxy = start_proxy(inclusion_log=str(log))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You run bash."},
-        {"role": "user", "content": "Fix it."},
+        {"role": "user", "content": "Fix it.", "x_context": {"id": "task"}},
     ]
     for i in range(10):
         args = orjson.dumps({"command": f"cat file{i}.py"}).decode()
@@ -283,18 +292,14 @@ def test_agent_tool_results_with_ids_are_logged_as_cleared(
                 "role": "tool",
                 "tool_call_id": f"c{i}",
                 "content": f"{SECRET} " + f"line of file{i} " * 100,
-                "x_context": {"id": f"res-{i}"},
+                "x_context": {"id": f"res-{i}", "priority": "required"},
             }
         )
     response = httpx.post(
         proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}
     )
     assert response.status_code == 200
+    assert int(response.headers["x-context-trimmed"]) > 0  # "required" was not read
     (row,) = lines(log)
-    actions = {e["id"]: e for e in row["ids"]}
-    assert set(actions) == {f"res-{i}" for i in range(10)}
-    cleared = [e for e in row["ids"] if e["action"] == "cleared"]
-    assert cleared, row["ids"]
-    assert all(0 < e["tokens_after"] < e["tokens"] for e in cleared)
-    assert actions["res-9"]["action"] == "kept"  # the newest exchanges are the current turn
+    assert [(e["id"], e["action"]) for e in row["ids"]] == [("task", "kept")]
     assert SECRET not in log.read_text()

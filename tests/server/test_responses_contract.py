@@ -39,9 +39,14 @@ def test_tags_are_removed_before_forwarding(proxy: RunningProxy, upstream: FakeU
     response = httpx.post(proxy.url + "/v1/responses", json=body)
     assert response.status_code == 200
     sent = upstream.last.json()["input"]
-    assert sent[0] == {"role": "user", "content": "remember"}
-    assert "<context" not in upstream.last.body.decode()
+    assert sent[0] == {"role": "user", "content": "remember"}  # x_context removed
+    # A user's inline tag is read (and removed) only where the policy says so: by
+    # default it is the user's text, forwarded as written.
+    assert sent[1] == body["input"][1]
     assert sent[1]["content"][1] == image
+    body["instructions"] = 'Rules. <context section="memory">m</context> End.'
+    assert httpx.post(proxy.url + "/v1/responses", json=body).status_code == 200
+    assert upstream.last.json()["instructions"] == "Rules. m End."
 
 
 def test_opaque_items_are_never_dropped_and_order_is_kept(

@@ -21,6 +21,7 @@ from proxy.planner.budget.clusters import Substitution, settle
 from proxy.planner.budget.decide import decide
 from proxy.planner.budget.grants import Choices, grant, reservations
 from proxy.planner.budget.overflow import overflow
+from proxy.planner.budget.setup_cut import setup_cuts
 from proxy.planner.budget.state import PlanState
 from proxy.planner.history import Dedupe, dedupe, may_repeat
 from proxy.planner.parts import Action, Decision, Kind, Layout
@@ -71,6 +72,21 @@ class Planner:
         self._clearable: list[Clearable] = []
         self._optional: list[bool] = []
         self._uncleared: dict[int, int] = {}
+        self._capped = False  # the setup's cut made (cap_setup)
+
+    def cap_setup(self, budget: int) -> None:
+        """Cut a setup over half of `budget` (setup_cut.py), once, before any plan: its
+        cut parts are then required at their cut size."""
+        if self._capped:
+            return
+        self._capped = True
+        state = self.state
+        cuts = setup_cuts(state, self.required()[0], budget)
+        for key, decision in cuts.items():
+            state.preset[key] = decision
+            state.cost[key], state.text[key] = decision.tokens, decision.text or ""
+        if cuts:
+            self._required = None  # their costs changed
 
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
@@ -89,6 +105,7 @@ class Planner:
         decisions = {
             k: Decision(keep, now if msg[k] >= start else before, None, cost[k]) for k in required
         }
+        decisions.update(state.preset)
         if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
             optional = [True] * len(cost)
             for k in required:
@@ -126,7 +143,7 @@ class Planner:
             for c, s in enumerate(choices.section):
                 allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
         plan = Plan(decisions, reserved, allocated)
-        whole = None if state.cleared else _whole(choices, sub, found)
+        whole = None if state.cleared or state.preset else _whole(choices, sub, found)
         if whole is None:
             decide(state, choices, sub, found.rewritten, decisions)
             return plan
@@ -172,7 +189,7 @@ class Planner:
         """The required items' keys, and their cost per section (the same for every plan)."""
         if self._required is None:
             layout = self.layout
-            section, cost, priority = layout.section, layout.cost, layout.priority
+            section, cost, priority = layout.section, self.state.cost, layout.priority
             flags = map(operator.is_, priority, repeat(Priority.REQUIRED))
             keys = list(compress(range(len(priority)), flags))
             by_section: dict[Section, int] = {}

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import Action, Decision
+from proxy.planner.parts import Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
 # Share of the room for optional items that the most relevant old results may keep whole
@@ -123,24 +122,6 @@ def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
         out[c.key] = c.decision
         need -= c.saving
     return out
-
-
-def tool_name(result: Any, call: Any) -> str:
-    """The tool a result answers, named by its call (or the legacy message's `name`)."""
-    ident = result.get("tool_call_id")
-    calls = call.get("tool_calls") if type(call) is dict else None
-    if type(calls) is list:
-        for c in calls:
-            f = c.get("function") if type(c) is dict else None
-            if type(f) is dict and c.get("id") == ident and type(f.get("name")) is str:
-                return str(f["name"])
-    name = result.get("name")
-    if type(name) is str:
-        return name
-    legacy = call.get("function_call") if type(call) is dict else None
-    if type(legacy) is dict and type(legacy.get("name")) is str:
-        return str(legacy["name"])
-    return "a tool"
 
 
 def trails_last(choices: Choices, cleared: Collection[int]) -> None:

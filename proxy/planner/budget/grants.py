@@ -225,12 +225,11 @@ def _grant_runs(
     return grants
 
 
-def cut_required(
-    sizes: Sequence[tuple[int, int, bool]], excess: int, marker: int
-) -> dict[int, int]:
-    """Tokens of text to take off required items so `excess` is gone: the largest first,
-    the current turn last. `sizes` holds (item key, text tokens, in the current turn); each
-    cut item also gains a `marker` of that many tokens."""
+def cut_required(sizes: Sequence[tuple[int, int, int]], excess: int, marker: int) -> dict[int, int]:
+    """Tokens of text to take off required items so `excess` is gone: by rank (lowest
+    first), the largest first within one. `sizes` holds (item key, text tokens, rank: 0,
+    or 1 for the current turn, 2 for the operator's text); each cut item also gains a
+    `marker` of that many tokens."""
     cuts: dict[int, int] = {}
     for key, tokens, _ in sorted(sizes, key=lambda s: (s[2], -s[1], s[0])):
         if excess <= 0:

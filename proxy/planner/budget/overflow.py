@@ -6,12 +6,14 @@ from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget.agent_overflow import agent_overflow
 from proxy.planner.budget.grants import cut_required
 from proxy.planner.budget.required_parts import describe
+from proxy.planner.budget.setup_cut import MIN_SETUP_PART
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import MARKER, Action, Decision, Kind
+from proxy.planner.parts import MARKER, Action, Decision, Kind, Layout
 from proxy.types import Priority, Section
 
 _OVERFLOW = "required parts over the budget by "
 _FEWER = "protected tool exchanges over the budget by "
+_OPERATOR = ("system", "developer")
 
 
 def overflow(
@@ -22,7 +24,7 @@ def overflow(
     request overhead, marker tokens)."""
     excess, budget, fixed, marker = over
     layout, policy, tokenizer = state.layout, state.policy, state.tokenizer
-    section, cost, text, kind = layout.section, layout.cost, layout.text, layout.kind
+    section, cost, kind, text_of = layout.section, state.cost, layout.kind, state.text_of
     by_section: dict[Section, int] = {}
     for k in required:
         by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
@@ -46,38 +48,62 @@ def overflow(
             f"{budget:,}{within}: {parts}, request overhead {fixed:,}. Shorten the system "
             "prompt or the last message, or use a model with a larger context window."
         )
-    msg, units, unit_of = layout.msg, layout.units, layout.unit_of
-    # Cut last: the current turn's own messages (the last user message). Its tool
+    msg, units, unit_of, role = layout.msg, layout.units, layout.unit_of, layout.role
+    # Cut last: the operator's text (the system prompt: never while anything else could be
+    # cut), and before it the current turn's own messages (the last user message). Its tool
     # exchanges are cut by size with everything else: the newest tool result of 5,000
     # tokens before a 10-token system prompt.
     sizes = [
         (
             k,
-            tokenizer.count_text(text[k]),
-            layout.in_current(msg[k])
-            and kind[k] is not Kind.SUMMARY
-            and len(units[unit_of[msg[k]]]) == 1,
+            tokenizer.count_text(text_of(k)),
+            2
+            if role[k] in _OPERATOR
+            else int(
+                layout.in_current(msg[k])
+                and kind[k] is not Kind.SUMMARY
+                and len(units[unit_of[msg[k]]]) == 1
+            ),
         )
         for k in required
-        if kind[k] is not Kind.OPAQUE and text[k]
+        if kind[k] is not Kind.OPAQUE and text_of(k)
     ]
-    cuts = cut_required(sizes, excess, marker)
+    cuts = _cuts(layout, sizes, excess, marker)
     # Said once, with the first plan's excess: the re-plans that tighten the target (see
     # fit.Fit.run) would each add a larger, made-up figure.
     if not any(p.startswith(_OVERFLOW) for p in layout.problems):
-        layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: cut, current turn last")
+        layout.problems.append(
+            f"{_OVERFLOW}{excess:,} tokens: cut, the current turn and the system prompt last"
+        )
     decisions: dict[int, Decision] = {}
     is_required = Priority.REQUIRED
     for k, p in enumerate(layout.priority):
         if p is not is_required:
             decisions[k] = Decision(Action.DROP, "no room: the required parts exceed the budget")
         elif k in cuts:
-            tokens = tokenizer.count_text(text[k])
-            kept = tokenizer.truncate_text(text[k], tokens - cuts[k])
+            tokens = tokenizer.count_text(text_of(k))
+            kept = tokenizer.truncate_text(text_of(k), tokens - cuts[k])
             after = cost[k] - cuts[k] + marker
             decisions[k] = Decision(
                 Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
             )
         else:
-            decisions[k] = Decision(Action.KEEP, "required", tokens=cost[k])
+            decisions[k] = state.preset.get(k) or Decision(Action.KEEP, "required", tokens=cost[k])
     return decisions
+
+
+def _cuts(
+    layout: Layout, sizes: list[tuple[int, int, int]], excess: int, marker: int
+) -> dict[int, int]:
+    """cut_required, with the setup's user parts keeping their first MIN_SETUP_PART tokens
+    until everything else was cut (a task cut, not dropped): those go last of all."""
+    end, msg, role = layout.setup_end, layout.msg, layout.role
+    floor = {k: min(t, MIN_SETUP_PART) for k, t, _ in sizes if msg[k] < end and role[k] == "user"}
+    if not floor:
+        return cut_required(sizes, excess, marker)
+    first = cut_required([(k, t - floor.get(k, 0), r) for k, t, r in sizes], excess, marker)
+    left = excess - sum(take - marker for take in first.values())
+    if left <= 0:
+        return first
+    rest = cut_required([(k, floor[k], 0) for k in floor], left + marker * len(floor), marker)
+    return {k: first.get(k, 0) + rest.get(k, 0) for k in first.keys() | rest.keys()}

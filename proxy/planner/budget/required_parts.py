@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.planner.budget.clearing import tool_name
-from proxy.planner.parts import Layout
+from proxy.planner.parts import Layout, tool_name
 
 _TOOL_ROLES = ("tool", "function")
 

@@ -13,7 +13,7 @@ class PlanState:
     """One request's items as the allocator sees them (shared by its re-plans)."""
 
     __slots__ = (
-        "cleared", "cost", "layout", "marker", "modes", "policy", "ranks", "ratios",
+        "cleared", "cost", "layout", "marker", "modes", "policy", "preset", "ranks", "ratios",
         "sections", "terms", "text", "tokenizer",
     )  # fmt: skip
 
@@ -28,6 +28,8 @@ class PlanState:
         self.cost = layout.cost.copy()  # costs after dedupe's rewrites and clearing
         self.text: dict[int, str] = {}  # texts rewritten (summary lines removed, cleared)
         self.cleared: dict[int, Decision] = {}  # old tool results cleared for the last plan
+        # Required items cut before planning (a setup over half the budget): their decisions.
+        self.preset: dict[int, Decision] = {}
         self.sections: dict[Section, SectionPolicy] = {
             s: section_policy(policy, s) for s in Section
         }

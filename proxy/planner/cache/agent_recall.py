@@ -3,23 +3,24 @@ message at the end of a request planned as of a step boundary (agent.py).
 
 The boundary's plan was made for the commands of its time; the agent has moved on since.
 The results its newest commands name (paths, identifiers, lines: history/exchange_rank.py)
-that the plan cleared, cut or dropped go in one system message after the newest results,
-so the next step's prompt still starts with everything before it. On the agent runs at
+that the plan cleared, cut or dropped go in one user message after the newest results,
+each quoted and said to be the result of its tool (never a system message: a fetched
+page's text gains no privilege by being recalled), so the next step's prompt still starts
+with everything before it. On the agent runs at
 16k: evidence recall 0.58 without it, 0.80 with at most 8% of the budget for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.planner.cache.plan_at import PlanAt
-from proxy.planner.history import agent_worth, calls_text
-from proxy.planner.parts import Counted, Run
+from proxy.planner.history import RECALL_ROLE, agent_worth, quote
+from proxy.planner.parts import Counted, Layout, Run, command_text, tool_name
 from proxy.planner.report import PlanOutcome
 
-RECALL_TOOLS_HEAD = "[context-proxy: tool results recalled from earlier in this task]"
+RECALL_TOOLS_HEAD = "[context-proxy: tool results recalled from earlier in this task, quoted]"
 _RESULTS = ("tool", "function")
 MIN_ROOM = 64  # tokens: less holds no result worth the message
 _RETRIES = 3  # counts are not quite additive: drop the least worth and try again
@@ -55,24 +56,21 @@ def with_recall(
     layout, full, planned = counted.layout, counted.full, anchored.planned
     stripped, roles = layout.stripped, layout.roles
     # The results the boundary's plan forwards as they came (not cleared, cut or dropped).
-    forwarded_results = {
-        _call_id(m): m for m in planned if isinstance(m, dict) and m.get("role") in _RESULTS
-    }
-    names = _tool_names(stripped)
+    as_planned = {_key(m) for m in planned}
     candidates = [
         i
         for i in range(anchored.at)
         if roles[i] in _RESULTS
-        and forwarded_results.get(_call_id(stripped[i])) != stripped[i]
+        and _key(stripped[i]) not in as_planned
         and isinstance(stripped[i].get("content"), str)
         and stripped[i]["content"].strip()
     ]
     if not candidates:
         return None
-    newest = [m for m in stripped if isinstance(m, dict) and calls_text(m)]
-    newest = newest[-max(1, run.policy.tools.keep_recent) :]
-    commands = "\n".join(calls_text(m) for m in newest)
-    context = "\n".join(str(m.get("content") or "") for m in newest)
+    acting = [i for i in range(len(stripped)) if command_text(layout, i)]
+    newest = acting[-max(1, run.policy.tools.keep_recent) :]
+    commands = "\n".join(command_text(layout, i) for i in newest)
+    context = "\n".join(str(stripped[i].get("content") or "") for i in newest)
     texts = [stripped[i]["content"] for i in candidates]
     worth = agent_worth(texts, [full[i] for i in candidates], commands, context, run.terms)
     ranked = sorted(
@@ -80,13 +78,13 @@ def with_recall(
         key=lambda j: (-worth[j], -candidates[j]),
     )
     tokenizer = run.tokenizer
-    used = tokenizer.count_message({"role": "system", "content": RECALL_TOOLS_HEAD})
+    used = tokenizer.count_message({"role": RECALL_ROLE, "content": RECALL_TOOLS_HEAD})
     chosen: list[int] = []
     lines: dict[int, str] = {}
     for j in ranked:
         i = candidates[j]
-        line = f"result of {names.get(_call_id(stripped[i]) or '', 'a tool')}:\n{texts[j]}"
-        cost = tokenizer.count_text("\n\n" + line)
+        line = quote(f"Result of {tool_name(stripped[i], _call_of(layout, i))}", texts[j])
+        cost = tokenizer.count_text("\n" + line)
         if used + cost <= room:
             chosen.append(j)
             lines[j] = line
@@ -96,8 +94,8 @@ def with_recall(
     for _ in range(_RETRIES):
         if not chosen:
             break
-        text = "\n\n".join([RECALL_TOOLS_HEAD, *(lines[j] for j in sorted(chosen))])
-        message = {"role": "system", "content": text}
+        text = "\n".join([RECALL_TOOLS_HEAD, *(lines[j] for j in sorted(chosen))])
+        message = {"role": RECALL_ROLE, "content": text}
         messages = [*forwarded[:position], message, *forwarded[position:]]
         assert run.window is not None  # cache mode plans only requests with a window
         tried = plan_at({**run.body, "messages": messages}, run.policy, run.window)
@@ -122,18 +120,15 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, dict) else None
 
 
-def _call_id(message: Any) -> str | None:
-    found = message.get("tool_call_id") if isinstance(message, dict) else None
-    return found if isinstance(found, str) else None
+def _key(message: Any) -> tuple[Any, ...]:
+    """A message by what it says (whose, which call, what content)."""
+    if not isinstance(message, dict):
+        return (None, None, repr(message))
+    content = message.get("content")
+    text = content if type(content) is str else repr(content)
+    return (message.get("role"), message.get("tool_call_id"), text)
 
 
-def _tool_names(messages: Sequence[Any]) -> dict[str, str]:
-    """Tool call id -> the tool's name, from the assistant messages' calls."""
-    names: dict[str, str] = {}
-    for m in messages:
-        calls = m.get("tool_calls") if isinstance(m, dict) else None
-        for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and isinstance(call.get("id"), str):
-                names[call["id"]] = str(function.get("name") or "a tool")
-    return names
+def _call_of(layout: Layout, i: int) -> Any:
+    """The message that made the call result i answers: the first of its unit."""
+    return layout.stripped[layout.units[layout.unit_of[i]][0]]

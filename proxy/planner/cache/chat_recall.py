@@ -15,6 +15,7 @@ from proxy.planner.history import (
     STATEMENT_WEIGHT,
     asks,
     carrying_on,
+    exchange_lines,
     query_texts,
     recall_message,
     recall_need,
@@ -22,7 +23,7 @@ from proxy.planner.history import (
     speaker_line,
     without_own_label,
 )
-from proxy.planner.parts import Counted, Run
+from proxy.planner.parts import Counted, Run, tool_name
 from proxy.relevance import score_history
 
 # The shortest prefix a provider caches, and one step more: OpenAI caches from 1,024 tokens
@@ -87,7 +88,10 @@ def recall(
         prefix -= cost[cut.end]
 
     def line_of(u: int) -> str | None:
-        return speaker_line(layout.stripped[units[u][0]]) if len(units[u]) == 1 else None
+        unit = [layout.stripped[i] for i in units[u]]
+        if len(unit) == 1:
+            return speaker_line(unit[0])
+        return exchange_lines(unit, lambda result: tool_name(result, unit[0]))
 
     room = min(want, free)
     candidates = [*range(n), *range(cut.end, len(units))]

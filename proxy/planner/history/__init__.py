@@ -4,8 +4,14 @@ older turn or tool exchange is worth keeping first, and how clearly a turn asks 
 past."""
 
 from proxy.planner.history.exchange_rank import agent_rank, agent_worth
-from proxy.planner.history.order import calls_text, keep_sequence, query_texts
-from proxy.planner.history.recall import recall_message, speaker_line
+from proxy.planner.history.order import keep_sequence, query_texts
+from proxy.planner.history.recall import (
+    RECALL_ROLE,
+    exchange_lines,
+    quote,
+    recall_message,
+    speaker_line,
+)
 from proxy.planner.history.repeats import Dedupe, dedupe, may_repeat
 from proxy.planner.history.standout import (
     STATEMENT_WEIGHT,
@@ -17,17 +23,19 @@ from proxy.planner.history.standout import (
 )
 
 __all__ = [
+    "RECALL_ROLE",
     "STATEMENT_WEIGHT",
     "Dedupe",
     "agent_rank",
     "agent_worth",
     "asks",
-    "calls_text",
     "carrying_on",
     "dedupe",
+    "exchange_lines",
     "keep_sequence",
     "may_repeat",
     "query_texts",
+    "quote",
     "recall_message",
     "recall_need",
     "recall_size",

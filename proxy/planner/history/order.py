@@ -5,24 +5,10 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from itertools import compress, repeat
-from typing import Any
 
-from proxy.planner.parts import Kind, Layout
+from proxy.planner.parts import Kind, Layout, command_text
 from proxy.relevance import TermIndex, score_history
 from proxy.types import Priority, Section
-
-
-def calls_text(message: Any) -> str:
-    """The names and arguments of a message's tool calls (an agent's commands), or ""."""
-    if type(message) is not dict:
-        return ""
-    calls = message.get("tool_calls")
-    out = [c.get("function") for c in calls if type(c) is dict] if type(calls) is list else []
-    legacy = message.get("function_call")
-    out.append(legacy)
-    return "\n".join(
-        f"{f.get('name', '')} {f.get('arguments', '')}" for f in out if type(f) is dict
-    )
 
 
 def agent_query(layout: Layout) -> tuple[str, str] | None:
@@ -52,7 +38,7 @@ def agent_query(layout: Layout) -> tuple[str, str] | None:
     for i in now:
         own = text[layout.base[i]]
         if layout.roles[i] == "assistant":
-            query.append(calls_text(stripped[i]))
+            query.append(command_text(layout, i))
         context.append(own)
     return "\n".join(query), "\n".join(context)
 

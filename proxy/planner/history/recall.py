@@ -13,25 +13,30 @@ from typing import Any
 
 from proxy.types import Tokenizer
 
-RECALL_HEAD = "[context-proxy: recalled from earlier in this conversation]"
-# The role of the recalled message. "system": it is the proxy speaking, not the user, and
-# the proxy already places its summaries as system messages mid-conversation (so a client
-# or template that takes those takes this); a second "user" message in a row would put
-# words in the user's mouth and breaks strict user/assistant alternation just the same.
-RECALL_ROLE = "system"
-_SPEAKERS = ("user", "assistant")
-# A speaker label at the start of a turn ("Evan: ..."), as relevance reads it (term_index):
-# such a turn is recalled as it is; "User: Evan: ..." would spend tokens to say less.
-# (On LoCoMo at 4k that leaves room for about 1 point more evidence.)
+RECALL_HEAD = "[context-proxy: recalled from earlier in this conversation, quoted]"
+# The role of the recalled message: recalled text gains no privilege, so never a system or
+# developer message (a fetched page saying "SYSTEM NOTICE" would speak as the operator);
+# each part in it says whose it was and is quoted (quote), so that it speaks as no one.
+RECALL_ROLE = "user"
+_SPEAKERS = {"user": "User", "assistant": "Assistant"}
+_RESULTS = ("tool", "function")
+# A speaker label at the start of a turn ("Evan: ..."), as relevance reads it (term_index).
 SPEAKER_LABEL = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
 # Turns tried past the first that did not fit: the rest are scored lower still, and a
 # long history would otherwise be counted turn by turn on every request.
 _MISSES = 32
 
 
+def quote(who: str, text: str) -> str:
+    """A recalled part: whose it was on a line of its own, then its text with every line
+    behind "> " (any line break a model may read as one), so that no line inside can pass
+    for another speaker, for the proxy or for the operator."""
+    return f"{who}:\n" + "\n".join("> " + line for line in (text.splitlines() or [""]))
+
+
 def speaker_line(message: Any) -> str | None:
-    """'Speaker: text' for a plain user or assistant message; None for anything else
-    (tool calls and results, images, empty text are not recalled)."""
+    """A plain user or assistant message as a recalled part; None for anything else (tool
+    calls and results, images, empty text are recalled with their exchange or not at all)."""
     if not isinstance(message, dict):
         return None
     role, content = message.get("role"), message.get("content")
@@ -40,10 +45,24 @@ def speaker_line(message: Any) -> str | None:
     if message.get("tool_calls") or message.get("function_call"):
         return None
     name = message.get("name")
-    if not (isinstance(name, str) and name) and SPEAKER_LABEL.match(content):
-        return content  # it says who spoke already, as transcripts and group chats do
-    speaker = name if isinstance(name, str) and name else str(role).capitalize()
-    return f"{speaker}: {content}"
+    who = _SPEAKERS[role] + (f" ({name[:64]})" if isinstance(name, str) and name else "")
+    return quote(who, content)
+
+
+def exchange_lines(messages: Sequence[Any], names: Callable[[Any], str]) -> str | None:
+    """A tool exchange (an assistant's calls, then their results) as recalled parts: each
+    result whose content is text, said to be the result of its tool; None when none is."""
+    parts = []
+    for m in messages[1:]:
+        content = m.get("content") if isinstance(m, dict) else None
+        if (
+            isinstance(m, dict)
+            and m.get("role") in _RESULTS
+            and isinstance(content, str)
+            and content.strip()
+        ):
+            parts.append(quote(f"Result of {names(m)}", content))
+    return "\n".join(parts) if parts else None
 
 
 def recall_message(

@@ -10,7 +10,7 @@ from proxy.planner.parts import Layout
 from proxy.types import Priority, Section
 
 MIN_REPEAT_CHARS = 64
-_PLAIN_TAGS = frozenset(("default", "current turn"))  # compared by exact text
+_PLAIN_TAGS = frozenset(("default", "current turn", "setup"))  # compared by exact text
 _BULLET = re.compile(r"^(?:[-*•+]|\d+[.)])\s+")
 
 
@@ -100,7 +100,7 @@ def dedupe(layout: Layout, eligible: Iterable[int]) -> Dedupe:
             if plain and (p is required or (k in keys and k not in removed))
         ]
     for k in candidates:
-        if tag[k] in ("default", "current turn"):
+        if tag[k] in _PLAIN_TAGS:
             if len(text[k]) < MIN_REPEAT_CHARS:
                 continue
             key: tuple[str, str] = (role[k], text[k])

@@ -7,7 +7,7 @@ from proxy.planner.parts.costs import count_message, measure, overhead, untagged
 from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
 from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
-from proxy.planner.parts.messages import render
+from proxy.planner.parts.messages import command_text, render, tool_name
 from proxy.planner.parts.run import Counted, Run, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
@@ -26,6 +26,7 @@ __all__ = [
     "Run",
     "add_summaries",
     "build_layout",
+    "command_text",
     "count_message",
     "measure",
     "overhead",
@@ -34,5 +35,6 @@ __all__ = [
     "section_policy",
     "shape",
     "start_run",
+    "tool_name",
     "untagged_counts",
 ]

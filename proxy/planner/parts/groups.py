@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
+
+from proxy.planner.parts.steps import NO_STEPS, Steps, text_steps
 
 
 class Singles(Sequence[list[int]]):
@@ -39,6 +41,19 @@ class Shape:
     # Agent history: messages of the older tool exchanges after the last user message
     # (all but the newest `keep_exchanges`), ascending; trimmable like older turns.
     agent: tuple[int, ...] = ()
+    # Each message's role as planned: a text agent's outputs are "tool" (steps.py).
+    roles: list[str] = field(default_factory=list)
+    setup_end: int = 0  # the setup: messages before the first assistant message
+    steps: Steps = NO_STEPS
+
+
+def setup_end(roles: Sequence[str]) -> int:
+    """Where the setup ends: at the first assistant message (0 when there is none: then
+    the setup is the system messages alone, which are kept anyway)."""
+    try:
+        return roles.index("assistant")
+    except ValueError:
+        return 0
 
 
 def role_of(message: Any) -> str:
@@ -53,7 +68,9 @@ def _call_ids(message: Any) -> set[str]:
     return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
 
-def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
+def shape(
+    messages: Sequence[Any], keep_exchanges: int | None = None, setup: int | None = None
+) -> Shape:
     """Units (a message alone, or an assistant tool call with all its results) and turns.
 
     A `tool` message belongs to the latest earlier assistant message that made its call; a
@@ -61,7 +78,9 @@ def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
     message whose call is nowhere is a unit of its own.
 
     With `keep_exchanges`, the tool exchanges after the last user message (an assistant
-    call with its results) but for the newest `keep_exchanges` are agent history.
+    call with its results) but for the newest `keep_exchanges` are agent history. `setup`:
+    how many leading messages are the setup, when known from the request this one was cut
+    from (cache mode plans what it kept); else it ends at the first assistant message.
     """
     n = len(messages)
     unit_of = [-1] * n
@@ -72,11 +91,19 @@ def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
     for m in messages:  # role_of, inlined for the common case: this runs per message
         role = m.get("role") if type(m) is dict else None
         roles.append(role if type(role) is str else role_of(m))
+    setup = setup_end(roles) if setup is None else min(setup, n)
+    steps = text_steps(messages, roles, setup) if "user" in roles[setup:] else NO_STEPS
+    outputs = steps.outputs
+    for i in outputs:  # a text agent's output: outside text, like a tool result
+        roles[i] = "tool"
     for i, message in enumerate(messages):
         role = roles[i]
         tool_id = message.get("tool_call_id") if role == "tool" else None
         if isinstance(tool_id, str) and tool_id in open_calls:
             u = open_calls[tool_id]
+            units[u].append(i)
+        elif outputs and i in outputs:
+            u = unit_of[i - 1]  # the step's command
             units[u].append(i)
         elif role == "function" and last_function_call >= 0:
             u = last_function_call
@@ -108,7 +135,7 @@ def shape(messages: Sequence[Any], keep_exchanges: int | None = None) -> Shape:
     agent: tuple[int, ...] = ()
     if keep_exchanges is not None and turn and len(units) < n:  # tool results: exchanges
         agent = _agent_history(units, unit_of, roles, last_user, keep_exchanges)
-    return Shape(units, unit_of, turn_of, start, turn, agent)
+    return Shape(units, unit_of, turn_of, start, turn, agent, roles, setup, steps)
 
 
 def _agent_history(

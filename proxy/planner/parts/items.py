@@ -136,6 +136,11 @@ class Layout:
     # Agent history: messages of older tool exchanges after the last user message (after
     # `current_start`, yet not the current turn).
     agent: frozenset[int] = frozenset()
+    # The setup: messages before the first assistant message (none when there is none),
+    # what the request is for (instructions, an environment, the task): kept whole.
+    setup_end: int = 0
+    # A text agent's commands (steps.py): its assistant message's index -> the command.
+    commands: dict[int, str] = field(default_factory=dict)
 
     def add_item(self, i: int, role: str, kind: Kind, tag: Tag, text: str, plain: bool) -> int:
         """A new item of message i, tagged `tag`; its key. (Its cost is the caller's.)"""

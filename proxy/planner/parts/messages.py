@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.planner.parts.items import MessageLayout
+from proxy.planner.parts.items import Layout, MessageLayout
 
 _EXTRAS = ("tool_calls", "function_call")  # what a message keeps only with its own text
 
@@ -81,3 +81,43 @@ def render(ml: MessageLayout, replace: Mapping[int, str | None], *, bare: bool =
         for key in _EXTRAS:
             out.pop(key, None)
     return out
+
+
+def tool_name(result: Any, call: Any) -> str:
+    """The tool a result answers, named by its call (or the legacy message's `name`)."""
+    ident = result.get("tool_call_id")
+    calls = call.get("tool_calls") if type(call) is dict else None
+    if type(calls) is list:
+        for c in calls:
+            f = c.get("function") if type(c) is dict else None
+            if type(f) is dict and c.get("id") == ident and type(f.get("name")) is str:
+                return str(f["name"])
+    name = result.get("name")
+    if type(name) is str:
+        return name
+    legacy = call.get("function_call") if type(call) is dict else None
+    if type(legacy) is dict and type(legacy.get("name")) is str:
+        return str(legacy["name"])
+    if result.get("role") == "user":
+        return "the command"  # a text agent's output (steps.py)
+    return "a tool"
+
+
+def calls_text(message: Any) -> str:
+    """The names and arguments of a message's tool calls (an agent's commands), or ""."""
+    if type(message) is not dict:
+        return ""
+    calls = message.get("tool_calls")
+    out = [c.get("function") for c in calls if type(c) is dict] if type(calls) is list else []
+    legacy = message.get("function_call")
+    out.append(legacy)
+    return "\n".join(
+        f"{f.get('name', '')} {f.get('arguments', '')}" for f in out if type(f) is dict
+    )
+
+
+def command_text(layout: Layout, i: int) -> str:
+    """What message i does: its tool calls' names and arguments, or a text agent's command
+    (steps.py); "" for a message that does neither."""
+    command = layout.commands.get(i)
+    return command if command is not None else calls_text(layout.stripped[i])

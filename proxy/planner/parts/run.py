@@ -28,6 +28,9 @@ class Run:
     budget: int | None  # what the prompt may take (None with no window)
     terms: TermIndex | None  # the history's words, kept between requests (relevance)
     summaries: Sequence[ExtraSummary] = ()  # proxy-made summaries on offer
+    # How many leading messages are the setup, when this request was cut from another
+    # (cache mode plans what it kept): the setup is that request's. None: found here.
+    setup: int | None = None
 
     @property
     def names(self) -> tuple[str, bool]:

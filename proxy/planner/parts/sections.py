@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from itertools import compress, repeat
 from typing import Any
 
-from proxy.planner.parts.groups import Shape, Singles, shape
+from proxy.planner.parts.groups import Shape, Singles, setup_end, shape
 from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.messages import well_shaped
 from proxy.planner.parts.split import split_message
+from proxy.planner.parts.steps import text_steps
 from proxy.planner.parts.tags import split_headings
+from proxy.planner.parts.trust import operator_ids_kept
 from proxy.policy import Policy
 from proxy.types import Priority, Section
 
@@ -29,23 +31,29 @@ _ROLES = _PLAIN_ROLES | _SYSTEM_ROLES
 _CONTENT_TYPES = frozenset((str, type(None)))
 _GROUP_ROLES = frozenset(("tool", "function"))  # only these join another message's unit
 AGENT_HISTORY = "agent history"  # the tag of an older exchange in an agent loop
+SETUP = "setup"  # the tag of a message before the first answer
 
 
-def build_layout(messages: Sequence[Any], policy: Policy, *, checked: bool = False) -> Layout:
+def build_layout(
+    messages: Sequence[Any], policy: Policy, *, checked: bool = False, setup: int | None = None
+) -> Layout:
     """Every message cut into tagged items; a tool group takes one section and priority.
 
     `checked`: every message is already known to be well shaped and free of tags (no
-    x_context, no `<context` in its text): saves a second look."""
-    layout = (checked and _plain_layout(messages, policy)) or _general_layout(
-        messages, policy, shape(messages, policy.tools.keep_recent), checked
+    x_context, no `<context` in its text): saves a second look. `setup`: how many leading
+    messages are the setup, when known from the request these were cut from."""
+    layout = (checked and _plain_layout(messages, policy, setup)) or _general_layout(
+        messages, policy, shape(messages, policy.tools.keep_recent, setup), checked
     )
     _unify_groups(layout)
+    if layout.fields:
+        operator_ids_kept(layout)
     return layout
 
 
 def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
-    """Default priorities by position: required from the current turn, high for the newest
-    `keep_recent` turns, low before."""
+    """Default priorities by position: required for the setup and from the current turn,
+    high for the newest `keep_recent` turns, low before."""
     start, turn_of = sh.current_start, sh.turn_of
     recent_from = sh.current_turn - policy.history.keep_recent
     # turn_of is ascending: the high run starts at the first message of a recent turn.
@@ -57,15 +65,27 @@ def _priorities(sh: Shape, policy: Policy, n: int) -> list[Priority]:
     )
     for i in sh.agent:  # older exchanges of an agent loop: history, kept by relevance
         out[i] = Priority.LOW
+    out[: sh.setup_end] = [Priority.REQUIRED] * min(sh.setup_end, n)
     return out
 
 
-def _tags(start: int, n: int, agent: tuple[int, ...]) -> list[str]:
+def _tags(start: int, n: int, agent: tuple[int, ...], setup: int) -> list[str]:
     """How each message's default section was found: by position."""
     tags = ["default"] * start + ["current turn"] * (n - start)
     for i in agent:
         tags[i] = AGENT_HISTORY
+    tags[:setup] = [SETUP] * setup
     return tags
+
+
+def _setup_sections(roles: list[Any], setup: int) -> list[Section]:
+    """The default sections: a user message of the setup is the request's goal (the task,
+    its instructions or environment), every other message recent_messages."""
+    section = [Section.RECENT_MESSAGES] * len(roles)
+    for i in range(setup):
+        if roles[i] == "user":
+            section[i] = Section.GOAL
+    return section
 
 
 def _chat_priorities(roles: list[Any], policy: Policy) -> tuple[int, list[Priority]]:
@@ -113,7 +133,7 @@ def _positions(roles: list[Any], role: str) -> list[int]:
         return out
 
 
-def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
+def _plain_layout(messages: Sequence[Any], policy: Policy, known: int | None) -> Layout | None:
     """Plain chat in whole-list passes: every message one string (or no) content item of
     a known role, no heading section; None when some message is not (then one by one)."""
     n = len(messages)
@@ -129,18 +149,19 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     texts: list[str] = contents if None not in contents else [c or "" for c in contents]
     units: Sequence[list[int]]
     agent: tuple[int, ...] = ()
-    if kinds.isdisjoint(_GROUP_ROLES):  # every message a unit of its own
-        start, priority = _chat_priorities(roles, policy)
+    setup = setup_end(roles) if known is None else min(known, n)
+    commands: dict[int, str] = {}
+    if kinds.isdisjoint(_GROUP_ROLES) and not text_steps(messages, roles, setup).pairs:
+        start, priority = _chat_priorities(roles, policy)  # every message a unit of its own
         units, unit_of = Singles(n), list(range(n))
-    else:
-        sh = shape(messages, policy.tools.keep_recent)
+        priority[:setup] = [Priority.REQUIRED] * setup
+    else:  # tool groups, or a text agent's steps
+        sh = shape(messages, policy.tools.keep_recent, setup)
         start, units, unit_of, agent = sh.current_start, sh.units, sh.unit_of, sh.agent
-        priority = _priorities(sh, policy, n)
-    tags = _tags(start, n, agent)
-    if kinds.isdisjoint(_SYSTEM_ROLES):
-        section = [Section.RECENT_MESSAGES] * n
-    else:
-        section = [Section.RECENT_MESSAGES] * n
+        priority, roles, commands = _priorities(sh, policy, n), sh.roles, sh.steps.commands
+    tags = _tags(start, n, agent, setup)
+    section = _setup_sections(roles, setup)
+    if not kinds.isdisjoint(_SYSTEM_ROLES):
         headings = policy.headings
         for i in sorted(i for role in kinds & _SYSTEM_ROLES for i in _positions(roles, role)):
             text = texts[i]
@@ -162,7 +183,7 @@ def _plain_layout(messages: Sequence[Any], policy: Policy) -> Layout | None:
     return Layout(
         list(messages), roles, keys, {}, units, unit_of, start, keys.copy(), roles.copy(),
         [Kind.MESSAGE] * n, section, priority, texts, tags, plain, [0] * n,
-        originals=messages, agent=frozenset(agent),
+        originals=messages, agent=frozenset(agent), setup_end=setup, commands=commands,
     )  # fmt: skip
 
 
@@ -171,10 +192,12 @@ def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked:
     layout = Layout(
         [], [], [], {}, sh.units, sh.unit_of, sh.current_start,
         [], [], [], [], [], [], [], [], [], originals=messages, agent=frozenset(sh.agent),
+        setup_end=sh.setup_end, commands=sh.steps.commands,
     )  # fmt: skip
     priorities = _priorities(sh, policy, n)
-    position_tags = _tags(sh.current_start, n, sh.agent)
-    section, kind = Section.RECENT_MESSAGES, Kind.MESSAGE
+    position_tags = _tags(sh.current_start, n, sh.agent, sh.setup_end)
+    planned, setup_sections = sh.roles, _setup_sections(sh.roles, sh.setup_end)
+    kind = Kind.MESSAGE
     msg, role_col, kinds, sections, prios = (
         layout.msg,
         layout.role,
@@ -201,13 +224,14 @@ def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked:
                 )
             ):
                 key = len(msg)
+                role = planned[i]  # a text agent's output is planned as a tool result
                 layout.stripped.append(message)
                 layout.roles.append(role)
                 layout.base.append(key)
                 msg.append(i)
                 role_col.append(role)
                 kinds.append(kind)
-                sections.append(section)
+                sections.append(setup_sections[i])
                 prios.append(priorities[i])
                 tags.append(position_tags[i])
                 if text:
@@ -219,7 +243,7 @@ def _general_layout(messages: Sequence[Any], policy: Policy, sh: Shape, checked:
                         not message.get("tool_calls") and not message.get("function_call")
                     )
                 continue
-        split_message(layout, i, message, policy, (sh.turn_of[i], sh.current_turn))
+        split_message(layout, i, message, policy, (sh.turn_of[i], sh.current_turn), planned[i])
     layout.cost = [0] * len(msg)
     return layout
 

@@ -10,22 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.planner.parts.groups import role_of
 from proxy.planner.parts.items import Kind, Layout, Part, Split, Tag
 from proxy.planner.parts.messages import well_shaped
 from proxy.planner.parts.tag_fields import read_tag, section_policy
 from proxy.planner.parts.tags import Block, split_blocks, split_headings
+from proxy.planner.parts.trust import held_to_user, unread
 from proxy.policy import Policy
 from proxy.types import Priority, Section
 
 _SYSTEM_ROLES = ("system", "developer")
 _TEXT_PARTS = ("text", "input_text")
 _BLOCK_ATTRS = frozenset(("section", "priority", "id", "cluster", "score", "summary_of"))
+_REQUIRED = Priority.REQUIRED
 
 
 def _default_tag(layout: Layout, i: int, role: str, policy: Policy, turns: tuple[int, int]) -> Tag:
     if role in _SYSTEM_ROLES:
         return Tag(Section.SYSTEM_PROMPT, Priority.REQUIRED, "default")
+    if i < layout.setup_end:  # what the request is for: kept whole
+        return Tag(Section.GOAL if role == "user" else Section.RECENT_MESSAGES, _REQUIRED, "setup")
     if i in layout.agent:  # an older exchange of an agent loop: history
         return Tag(Section.RECENT_MESSAGES, Priority.LOW, "agent history")
     if i >= layout.current_start:
@@ -36,10 +39,11 @@ def _default_tag(layout: Layout, i: int, role: str, policy: Policy, turns: tuple
 
 
 def split_message(
-    layout: Layout, i: int, message: Any, policy: Policy, turns: tuple[int, int]
+    layout: Layout, i: int, message: Any, policy: Policy, turns: tuple[int, int], role: str
 ) -> None:
-    """Message i (of any shape) into the layout: its items, its parts, what was wrong."""
-    role = role_of(message)
+    """Message i (of any shape, planned as `role`) into the layout: its items, its parts,
+    what was wrong. Tags are read by trust (trust.py): the operator's fully, a user's only
+    as far as a user may claim, the model's and the outside world's not at all."""
     current = layout.in_current(i)
     where = f"message {i}"
     problems = layout.problems
@@ -55,18 +59,22 @@ def split_message(
         layout.base.append(base)
         layout.split[i] = Split([base], [], tagged)
         return
+    operator, client = role in _SYSTEM_ROLES, role == "user"
     x = message.get("x_context")
-    if isinstance(x, dict):
+    if isinstance(x, dict) and (operator or client):
+        default = tag
         tag = read_tag(x, tag, policy, f"{where} x_context", problems, "x_context")
+        if client:
+            held_to_user(tag, default, x, f"{where} x_context", problems)
     elif tagged:
-        problems.append(f"{where}: x_context is not an object, ignored")
-    # The current turn stays whole; so does system text, unless its tag names a section
-    # or a priority of its own (a summary or memory sent as a system message is not
-    # required just because of its role).
+        problems.append(f"{where}: x_context {unread(role)}")
+    # The current turn and the setup stay whole; so does system text, unless its tag names
+    # a section or a priority of its own (a summary or memory sent as a system message is
+    # not required just because of its role).
     own = isinstance(x, dict) and (
         tag.section is not Section.SYSTEM_PROMPT or x.get("priority") is not None
     )
-    protected = current or (role in _SYSTEM_ROLES and not own)
+    protected = current or i < layout.setup_end or (operator and not own)
     if protected and tag.priority is not Priority.REQUIRED:
         tag.priority = Priority.REQUIRED
     content = message.get("content")
@@ -86,11 +94,12 @@ def split_message(
                 plain = False
     base = layout.add_item(i, role, Kind.MESSAGE, tag, "", plain)
     split = Split([base], [], tagged)
-    headings = role in _SYSTEM_ROLES and tag.source != "x_context"
+    headings = operator and tag.source != "x_context"
+    inline = operator or (client and policy.tags.inline_in_user)
     base_text: list[str] = []
     new_parts: dict[int | None, str] = {}
     for p, text in texts:
-        pieces, found = split_blocks(text)
+        pieces, found = split_blocks(text) if inline else ([text], [])
         problems.extend(f"{where}: {f}" for f in found)
         part = Part(p, [])
         for piece in pieces:
@@ -98,6 +107,8 @@ def split_message(
                 split.tagged = True
                 problems.extend(f"{where}: {f}" for f in piece.problems)
                 btag = read_tag(piece.attrs, tag, policy, f"{where} <context>", problems, "inline")
+                if client:
+                    held_to_user(btag, tag, piece.attrs, f"{where} <context>", problems)
                 unknown = sorted(set(piece.attrs) - _BLOCK_ATTRS)
                 if unknown:
                     problems.append(f"{where} <context>: unknown attributes {', '.join(unknown)}")

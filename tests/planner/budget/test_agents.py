@@ -254,22 +254,24 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
     try:
         out = plan_request(copy.deepcopy(body), policy, WORDS, window)
     except ContextLengthExceeded:
-        # Refused only when the current turn alone (system, task, newest exchanges) is over.
+        # Refused only when the setup (system, task) and the current turn alone are over.
         layout = build_layout(msgs, policy)
-        required = [m for i, m in enumerate(msgs) if layout.in_current(i) or i == 0]
+        required = [
+            m for i, m in enumerate(msgs) if layout.in_current(i) or i < layout.setup_end
+        ]
         assert sum(WORDS.count_message(m) for m in required) + 3 > window
         return
     fwd = out.body["messages"]
     assert out.tokens_after <= window and paired(fwd)
     layout = build_layout(msgs, policy)
-    current = [m for i, m in enumerate(msgs) if layout.in_current(i) or i == 0]
+    current = [m for i, m in enumerate(msgs) if layout.in_current(i) or i < layout.setup_end]
     # The newest exchanges alone over the budget: the older of them go whole (issue 18:
     # every agent request answered), the newest and the task stay.
     over = sum(WORDS.count_message(m) for m in current) + 3 > window
     newest = max((i for i, m in enumerate(msgs) if m.get("tool_calls")), default=len(msgs))
     for i, m in enumerate(msgs):
         exchange = m["role"] == "tool" or bool(m.get("tool_calls"))
-        if (layout.in_current(i) or m["role"] == "system") and (
+        if (layout.in_current(i) or i < layout.setup_end or m["role"] == "system") and (
             not over or i >= newest or not exchange
         ):
             assert m in fwd  # byte-identical

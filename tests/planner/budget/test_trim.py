@@ -8,14 +8,15 @@ from proxy.planner.budget.trim import apply, with_note
 from proxy.planner.parts.decision import MARKER, Action, Decision
 from proxy.planner.parts.messages import part_texts, render
 from proxy.planner.parts.sections import build_layout
-from proxy.policy.model import Policy
+from proxy.policy.model import Policy, TagsPolicy
 
 KEEP = Decision(Action.KEEP, "")
 DROP = Decision(Action.DROP, "")
 
 
 def layout_of(messages: list[Any]) -> Any:
-    return build_layout(messages, Policy())
+    """Inline tags read in user messages too: trim puts any message's pieces together."""
+    return build_layout(messages, Policy(tags=TagsPolicy(inline_in_user=True)))
 
 
 def test_untouched_message_is_the_same_object() -> None:

@@ -121,8 +121,8 @@ def test_an_old_result_the_newest_command_names_is_recalled_at_the_end() -> None
     out = forwarded(loop, 4000).body["messages"]
     assert old not in before_recall(out)  # the boundary's plan left it out (or cleared it)
     (recall,) = recall_of(out)
-    assert old["content"] in recall["content"]
-    assert "result of bash" in recall["content"]
+    assert recall["role"] == "user"  # recalled text gains no privilege
+    assert "\nResult of bash:\n> " + old["content"] in recall["content"]
     assert out[-1] is recall or out[-1] == recall  # after the newest results
     assert paired([m for m in out if m is not recall])
 

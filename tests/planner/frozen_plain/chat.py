@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from proxy.planner.parts.groups import shape
 from proxy.planner.parts.messages import well_shaped
+from proxy.planner.parts.steps import text_steps
 from proxy.planner.parts.tags import split_headings
 from proxy.policy import Policy
 from proxy.types import Alongside, Priority, Tokenizer
@@ -41,6 +42,7 @@ class Chat:
     units: list[list[int]] | None  # None: every message a unit of its own
     unit_of: list[int] | None
     start: int  # the first message of the current turn
+    setup: int = 0  # messages before the first assistant message: kept whole
 
     def plain(self, i: int) -> bool:
         """Item i is text only (no tool calls): it may be deduped by content. Decided as
@@ -123,6 +125,9 @@ def read_chat(messages: Sequence[Any], policy: Policy) -> Chat | None:
             if "#" in text and any(s is not None for s, _ in split_headings(text, headings)):
                 return None  # heading sections: items of their own
     users = [i for i, r in enumerate(roles) if r == "user"]
+    setup = roles.index("assistant") if "assistant" in kinds else 0
+    if text_steps(messages, roles, setup).pairs:
+        return None  # a text agent: steps, planned as tool exchanges
     units: list[list[int]] | None = None
     unit_of: list[int] | None = None
     if kinds.isdisjoint(_GROUP_ROLES):  # no tool results: every message its own unit
@@ -140,6 +145,7 @@ def read_chat(messages: Sequence[Any], policy: Policy) -> Chat | None:
     priority += [required] * (n - start)
     for i in compress(range(start), system):
         priority[i] = required
+    priority[:setup] = [required] * setup
     if units is not None:
         for unit in units:
             if len(unit) > 1:
@@ -147,7 +153,7 @@ def read_chat(messages: Sequence[Any], policy: Policy) -> Chat | None:
                 lead = required if any(priority[i] is required for i in unit) else priority[unit[0]]
                 for i in unit:
                     priority[i] = lead
-    return Chat(messages, roles, texts, system, priority, units, unit_of, start)
+    return Chat(messages, roles, texts, system, priority, units, unit_of, start, setup)
 
 
 def repeats(chat: Chat) -> dict[int, str]:

@@ -76,7 +76,11 @@ def plan_plain(
     for i, p in enumerate(priority):
         if p is required:
             s = Section.SYSTEM_PROMPT if chat.system[i] else Section.RECENT_MESSAGES
+            if i < chat.setup and chat.roles[i] == "user":
+                s = Section.GOAL  # the task
             by_section[s] = by_section.get(s, 0) + costs[i]
+    if sum(costs[:chat.setup]) > budget // 2:
+        return None  # a setup over half the budget: its user parts are cut
     floor = fixed + sum(by_section.values())
     if floor > budget:
         return None  # required parts over the budget: reject or cut them

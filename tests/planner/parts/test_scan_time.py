@@ -25,7 +25,7 @@ from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.tag_attrs import parse_attrs
 from proxy.planner.parts.tags import Block, split_blocks, split_headings
 from proxy.planner.request import plan_request
-from proxy.policy.model import DEFAULT_HEADINGS, ModelPolicy, Policy
+from proxy.policy.model import DEFAULT_HEADINGS, ModelPolicy, Policy, TagsPolicy
 from proxy.tokens.counter import TokenCounter
 
 MB = 1_000_000
@@ -287,8 +287,8 @@ def _clusters(n: int, shared: bool) -> dict[str, Any]:
                 "x_context": {"cluster": cluster, "section": "memory"},
             }
         )
-        messages.append(
-            {"role": "assistant", "content": f"sum {i}", "x_context": {"summary_of": cluster}}
+        messages.append(  # a summary the client sends (an assistant's tag would not be read)
+            {"role": "user", "content": f"sum {i}", "x_context": {"summary_of": cluster}}
         )
     messages.append({"role": "user", "content": "q"})
     return {"model": "gpt-4o", "messages": messages}
@@ -312,7 +312,10 @@ def test_clusters_each_with_a_summary_settle_fast() -> None:
 
 
 def test_a_hostile_1mb_request_plans_in_well_under_two_seconds() -> None:
-    policy = Policy(models={"gpt-4o": ModelPolicy(context_window=400_000)})
+    policy = Policy(
+        models={"gpt-4o": ModelPolicy(context_window=400_000)},
+        tags=TagsPolicy(inline_in_user=True),  # the user's text read for tags: the worst case
+    )
     tokenizer = TokenCounter().for_model("gpt-4o", policy)
     forwarded = {  # a block's tags removed (its bad attributes reported); the rest as written
         "attribute name without =": "x",

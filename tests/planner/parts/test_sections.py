@@ -10,10 +10,11 @@ from proxy.planner.parts.groups import shape
 from proxy.planner.parts.items import Kind
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.tags import Block, split_blocks, split_headings
-from proxy.policy.model import HistoryPolicy, Policy
+from proxy.policy.model import HistoryPolicy, Policy, TagsPolicy
 from proxy.types import Priority, Section
 
 POLICY = Policy()
+INLINE = Policy(tags=TagsPolicy(inline_in_user=True))  # inline tags read in user messages
 
 
 def user(text: Any, **extra: Any) -> dict[str, Any]:
@@ -119,8 +120,9 @@ def test_defaults_by_position() -> None:
     rows = tags(msgs, policy)
     by_msg = {r[0]: r for r in rows}
     assert by_msg[0][2:4] == ("system_prompt", "required")
-    assert by_msg[1][2:4] == ("recent_messages", "low")  # turn 1 of 5 earlier turns
-    assert by_msg[6][2:4] == ("recent_messages", "low")  # turn 3
+    assert by_msg[1][2:4] == ("goal", "required")  # the setup: before the first answer
+    assert by_msg[2][2:4] == ("recent_messages", "low")  # turn 1 of 5 earlier turns
+    assert by_msg[3][2:4] == ("recent_messages", "low")  # turn 2    assert by_msg[6][2:4] == ("recent_messages", "low")  # turn 3
     assert by_msg[7][2:4] == ("recent_messages", "high")  # turn 4: newest two
     assert by_msg[10][2:4] == ("recent_messages", "high")
     assert by_msg[11][2:4] == ("recent_messages", "required")  # the current turn
@@ -153,13 +155,13 @@ def test_no_user_message_makes_the_last_unit_current() -> None:
     ],
 )
 def test_x_context(x: Any, section: str, priority: str, problems: int) -> None:
-    msgs = [user("old", x_context=x), assistant("a"), user("q2"), assistant("a2")]
+    msgs = [assistant("hi"), user("old", x_context=x), assistant("a"), user("q2"), assistant("a2")]
     msgs += [user(f"pad {i}") for i in range(8)] + [user("now")]
     layout = build_layout(msgs, Policy(history=HistoryPolicy(keep_recent=1)))
-    it = layout.items[0]
+    it = layout.items[1]
     assert (it.section.value, it.priority.value) == (section, priority)
     assert len(layout.problems) == problems
-    assert "x_context" not in layout.messages[0].stripped
+    assert "x_context" not in layout.messages[1].stripped
     assert layout.tagged
 
 
@@ -189,7 +191,7 @@ def test_blocks_in_string_and_text_parts() -> None:
         ),
         user("now"),
     ]
-    layout = build_layout(msgs, POLICY)
+    layout = build_layout(msgs, INLINE)
     kinds = [(it.msg, it.kind, it.section) for it in layout.items]
     assert (0, Kind.BLOCK, Section.RETRIEVED_CONTEXT) in kinds
     assert (1, Kind.BLOCK, Section.MEMORY) in kinds
@@ -202,7 +204,7 @@ def test_blocks_in_string_and_text_parts() -> None:
 
 def test_block_without_attributes_inherits_the_message() -> None:
     msgs = [user("<context>x</context> y"), user("now <context>ctx</context>")]
-    layout = build_layout(msgs, POLICY)
+    layout = build_layout(msgs, INLINE)
     blocks = [it for it in layout.items if it.kind is Kind.BLOCK]
     assert blocks[0].priority is layout.items[layout.messages[0].base].priority
     assert blocks[1].priority is Priority.REQUIRED  # inside the current turn
@@ -211,7 +213,7 @@ def test_block_without_attributes_inherits_the_message() -> None:
 def test_malformed_tags_are_text_and_reported() -> None:
     text = 'a <context section="memory"> never closed'
     layout = build_layout(
-        [user(text), user('b <context section="bogus" priority="x">y</context>')], POLICY
+        [user(text), user('b <context section="bogus" priority="x">y</context>')], INLINE
     )
     assert layout.messages[0].stripped["content"] == text
     assert any("unclosed" in p for p in layout.problems)
@@ -227,16 +229,21 @@ def test_tool_groups_share_one_unit_and_tag() -> None:
         user("q"),
         call("a", "b"),
         result("a"),
-        {**result("b"), "x_context": {"section": "retrieved_context"}},
+        # A tool result's x_context is the outside world's: dropped, not read.
+        {**result("b"), "x_context": {"section": "retrieved_context", "priority": "required"}},
         result("zzz"),  # no call anywhere: a unit of its own
         user("now"),
+        assistant("partial"),
     ]
     sh = shape(msgs)
     assert sh.unit_of[1] == sh.unit_of[2] == sh.unit_of[3]
     assert sh.unit_of[4] != sh.unit_of[1]
     layout = build_layout(msgs, POLICY)
     bases = [layout.items[layout.messages[i].base] for i in (1, 2, 3)]
-    assert {b.section for b in bases} == {Section.RETRIEVED_CONTEXT}
+    assert {b.section for b in bases} == {Section.RECENT_MESSAGES}
+    assert len({b.priority for b in bases}) == 1 and not bases[0].required
+    assert "x_context" not in layout.messages[3].stripped
+    assert any("x_context in a tool message is not read" in p for p in layout.problems)
 
 
 def test_group_reaching_into_the_current_turn_is_current() -> None:

@@ -1,0 +1,256 @@
+"""Trim quality on every data set: what survives, what fits, what the provider can cache.
+
+Usage: python tests/bench/bench_quality.py [--sets locomo,realmem,...] [--limit N]
+       [--methods default,per-request,keep-newest] [--no-write]
+
+Each data set (quality_sets.py) is replayed request by request under each of its budgets
+(the default policy's ratio, 0.8 of a context window of budget / 0.8) by three methods:
+`default` (the proxy's default policy: cache mode on), `per-request` (the same with
+`cache: {enabled: false}`) and `keep-newest` (the setup, then whole units newest first,
+as simple trimmers do). For the requests over the budget it counts: evidence recall (the
+evidence that survives, quality_score.py, over the evidence of the scored requests),
+fits (forwarded prompt within the budget), setup kept (every message before the first
+answer forwarded as it came), refused (400s), and on replays the cached share (trimmed
+prompt tokens that repeat the previous request's leading messages, as OpenAI caches
+them). Writes results/quality.json and the table in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from procs import machine  # noqa: E402
+from quality_score import (  # noqa: E402
+    cached_tokens,
+    keep_newest,
+    kept_evidence,
+    setup_kept,
+)
+from quality_sets import SETS, Msg, Stream  # noqa: E402
+
+from proxy.errors import ContextLengthExceeded  # noqa: E402
+from proxy.planner import plan_request  # noqa: E402
+from proxy.policy.model import CachePolicy, ModelPolicy, Policy  # noqa: E402
+from proxy.relevance import TermIndex  # noqa: E402
+from proxy.tokens import TokenCounter  # noqa: E402
+
+RESULTS = HERE / "results" / "quality.json"
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench_quality: begin -->", "<!-- bench_quality: end -->"
+MODEL = "gpt-4o"
+BUDGETS = {
+    "locomo": (4000, 8000),
+    "realmem": (16000, 32000),
+    "tau-airline": (2800, 3500),  # 2,800: most decision points over the budget
+    "agent-runs": (16000, 32000),
+    "text-agent": (16000, 32000),
+}
+METHODS = ("default", "per-request", "keep-newest")
+# A method: the forwarded messages for a body, or None when the request is refused.
+Method = Callable[[dict[str, Any]], list[Msg] | None]
+
+
+@dataclass
+class Tally:
+    requests: int = 0
+    trimmed: int = 0
+    fits: int = 0
+    setup: int = 0
+    refused: int = 0
+    errors: int = 0
+    scored: int = 0
+    evidence: int = 0
+    kept: int = 0
+    trimmed_tokens: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+    def row(self, replay: bool) -> dict[str, Any]:
+        n = max(self.trimmed, 1)
+        return {
+            **vars(self),
+            "recall": round(self.kept / max(self.evidence, 1), 3),
+            "fits_share": round(self.fits / n, 3),
+            "setup_share": round(self.setup / n, 3),
+            "cached_share": round(self.cached / max(self.trimmed_tokens, 1), 3) if replay else None,
+        }
+
+
+def planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
+    """A method factory: one term index per stream, as a worker keeps one."""
+    policy = Policy(
+        models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
+        cache=CachePolicy(enabled=cache),
+    )
+    window = round(budget / 0.8)
+
+    def make() -> Method:
+        terms = TermIndex()
+
+        def run(body: dict[str, Any]) -> list[Msg] | None:
+            try:
+                return list(plan_request(body, policy, tok, window, terms=terms).body["messages"])
+            except ContextLengthExceeded:
+                return None
+
+        return run
+
+    return make
+
+
+def run_stream(
+    stream: Stream,
+    make: Callable[[], Method],
+    tok: Any,
+    budget: int,
+    tally: Tally,
+    scored_only: bool = False,
+) -> None:
+    """Replays one stream; `scored_only`: its scored requests alone (no cached share)."""
+    method = make()
+    prev: list[Msg] | None = None
+    for point in stream.points:
+        if scored_only and not point.scored:
+            continue
+        body = point.body
+        messages = body["messages"]
+        tally.requests += 1
+        if tok.count_request(body) <= budget:
+            prev = list(messages)  # forwarded as it came by every method
+            continue
+        start = time.perf_counter()
+        try:
+            out = method(body)
+        except Exception as exc:  # a bug is counted, not fatal to the run
+            print(f"  {stream.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            tally.errors += 1
+            out = None
+        tally.seconds += time.perf_counter() - start
+        tally.trimmed += 1
+        if point.scored:
+            tally.scored += 1
+            tally.evidence += len(point.evidence)
+        if out is None:
+            tally.refused += 1
+            prev = None
+            continue
+        used = tok.count_request({**body, "messages": out})
+        tally.fits += used <= budget
+        tally.setup += setup_kept(messages, out)
+        if point.scored:
+            tally.kept += kept_evidence(messages, out, point.evidence)
+        if stream.replay:
+            costs = [tok.count_message(m) for m in out]
+            tally.trimmed_tokens += used
+            tally.cached += cached_tokens(prev, out, costs)
+        prev = out
+
+
+def run(
+    sets: Sequence[str], methods: Sequence[str], limit: int, scored_only: bool = False
+) -> dict[str, Any]:
+    tok = TokenCounter().for_model(MODEL, Policy())
+    results: dict[str, Any] = {}
+    for name in sets:
+        streams = SETS[name](limit)
+        for budget in BUDGETS[name]:
+            makers: dict[str, Callable[[], Method]] = {
+                "default": planner(tok, budget, True),
+                "per-request": planner(tok, budget, False),
+                "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
+            }
+            for method in methods:
+                tally = Tally()
+                for stream in streams:
+                    run_stream(stream, makers[method], tok, budget, tally, scored_only)
+                row = tally.row(any(s.replay for s in streams))
+                results.setdefault(name, {}).setdefault(str(budget), {})[method] = row
+                print(
+                    f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
+                    f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
+                    f"refused {row['refused']} cached {row['cached_share']} "
+                    f"({row['trimmed']} trimmed, {row['seconds']:.0f} s)",
+                    flush=True,
+                )
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| data set | budget | method | trimmed requests | evidence recall | fits | "
+        "setup kept | refused | cached share (replays) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, budgets in results.items():
+        for budget, methods in budgets.items():
+            for method, r in methods.items():
+                cached = "" if r["cached_share"] is None else f"{r['cached_share']:.3f}"
+                lines.append(
+                    f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
+                    f"{r['recall']:.3f} | {r['fits_share']:.3f} | {r['setup_share']:.3f} | "
+                    f"{r['refused']} | {cached} |"
+                )
+    return "\n".join(lines)
+
+
+def write_doc(results: dict[str, Any], command: str) -> None:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    m = machine()
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    section = "\n".join(
+        [
+            BEGIN,
+            f"`{command}` — commit {commit}, {when}, {m.get('nproc')} cores "
+            f"({m.get('cpu')}), Python {m.get('python')}.",
+            "",
+            table(results),
+            END,
+        ]
+    )
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## Trim quality on every data set\n\n" + section + "\n"
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--limit", type=int, default=0, help="streams per data set (0: all)")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--scored-only", action="store_true", help="evidence only, no replays")
+    args = ap.parse_args(argv)
+    sets = [s for s in args.sets.split(",") if s]
+    methods = [m for m in args.methods.split(",") if m]
+    results = run(sets, methods, args.limit, args.scored_only)
+    print(table(results))
+    if args.no_write or args.limit or args.scored_only:
+        return
+    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    write_doc(results, "python tests/bench/bench_quality.py " + " ".join(argv or sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Scoring for bench_quality.py: evidence kept, setup kept, fit, and the cached prefix.
+
+Evidence survives when its message is forwarded as it came; or, cut, when a forwarded
+message derived from it (the same role and tool call id, and the same first characters: a
+cut keeps the head) still holds every one of its strings and is not a placeholder; or when
+the proxy's recall message holds them all, once its quoting is taken off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from quality_sets import Evidence, Msg, setup_length
+
+CACHE_MIN, CACHE_STEP = 1024, 128  # OpenAI caches a prefix from 1,024 tokens, in 128s
+PLACEHOLDER = "[context-proxy:"  # a cleared result, and the head of a recall message
+_QUOTE = re.compile(r"^> ?", re.M)
+_HEAD = 64  # characters a cut message keeps of its original
+
+
+def recall_text(out: Sequence[Msg]) -> str:
+    """The text of the proxy's recall messages, unquoted."""
+    texts = [
+        m["content"]
+        for m in out
+        if isinstance(m.get("content"), str) and m["content"].startswith(PLACEHOLDER)
+    ]
+    return _QUOTE.sub("", "\n".join(texts))
+
+
+def kept_evidence(messages: Sequence[Msg], out: Sequence[Msg], evidence: Sequence[Evidence]) -> int:
+    forwarded = {id(m) for m in out}
+    same = {_key(m) for m in out}
+    recalled = recall_text(out)
+    kept = 0
+    for ev in evidence:
+        original = messages[ev.index]
+        if id(original) in forwarded or _key(original) in same:
+            kept += 1
+            continue
+        if all(k in recalled for k in ev.keys):
+            kept += 1
+            continue
+        call, head = original.get("tool_call_id"), str(original.get("content"))[:_HEAD]
+        for m in out:
+            content = m.get("content")
+            if (
+                isinstance(content, str)
+                and not content.startswith(PLACEHOLDER)
+                and m.get("role") == original.get("role")
+                and m.get("tool_call_id") == call
+                and content.startswith(head)
+                and all(k in content for k in ev.keys)
+            ):
+                kept += 1
+                break
+    return kept
+
+
+def _key(m: Msg) -> tuple[Any, ...]:
+    return (m.get("role"), m.get("tool_call_id"), str(m.get("content")))
+
+
+def setup_kept(messages: Sequence[Msg], out: Sequence[Msg]) -> bool:
+    """Whether every message of the request's setup is forwarded as it came."""
+    same = {_key(m) for m in out}
+    return all(_key(m) in same for m in messages[: setup_length(messages)])
+
+
+def cached_tokens(prev: Sequence[Msg] | None, out: Sequence[Msg], costs: Sequence[int]) -> int:
+    """Tokens of the whole leading messages `out` shares with `prev`, as OpenAI caches."""
+    if prev is None:
+        return 0
+    same = 0
+    for a, b, c in zip(prev, out, costs, strict=False):
+        if a != b:
+            break
+        same += c
+    return 0 if same < CACHE_MIN else same - same % CACHE_STEP
+
+
+def units(messages: Sequence[Msg], start: int) -> list[list[int]]:
+    """Index groups from `start`: an assistant message with the tool results after it,
+    or one message."""
+    groups: list[list[int]] = []
+    for i in range(start, len(messages)):
+        if messages[i].get("role") == "tool" and groups:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def keep_newest(body: dict[str, Any], tok: Any, budget: int) -> list[Msg] | None:
+    """What a plain trimmer does: the setup and the last message (with the tool exchange
+    it ends), then whole units newest first until one does not fit; None when the setup
+    and the newest unit alone do not fit."""
+    messages = body["messages"]
+    head = setup_length(messages)
+    groups = units(messages, head)
+    if not groups:
+        return list(messages)
+    last = groups.pop()
+    fixed = [*messages[:head], *(messages[i] for i in last)]
+    room = budget - tok.count_request({**body, "messages": fixed})
+    if room < 0:
+        return None
+    kept: list[int] = []
+    for group in reversed(groups):
+        cost = sum(tok.count_message(messages[i]) for i in group)
+        if cost > room:
+            break
+        room -= cost
+        kept[:0] = group
+    return [*messages[:head], *(messages[i] for i in kept), *(messages[i] for i in last)]
