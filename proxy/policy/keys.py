@@ -102,6 +102,7 @@ TOP_LEVEL: dict[str, Field] = {
     },
     "cache": {
         "enabled": yes_no,
+        "chats": yes_no,
         "watermark": ratio,
         "recall_share": ratio,
         "recall_reserve": ratio,

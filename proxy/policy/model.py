@@ -114,15 +114,19 @@ class CachePolicy:
     # none at or below recall_floor, rising as the 4th power of the way to recall_share of
     # the budget at recall_full. The stable cut keeps recall_reserve of the budget free; a
     # larger recall drops the newest forwarded turns (the cached prefix before them stays;
-    # a partial recall leaves at least 1,152 tokens of it) and may recall them. Measured on
-    # LoCoMo at 4k (bench_cache.py, all 1,536 questions; trimmed prompt tokens cached, and
-    # evidence recall; the per-request cut: 0.3%, 0.856), floor / full 2 / 6.5: 83.4%,
-    # 0.854; 1.5 / 6: 81.1%, 0.858; 1.5 / 7: 84.6%, 0.850; 1 / 5: 75.9%, 0.865. At 8k
-    # (per request 0.5%, 0.924), 1.5 / 6: 83.3%, 0.924; 1.5 / 7: 87.1%, 0.915.
+    # a partial recall leaves at least 1,152 tokens of it) and may recall them.
+    # Measured on long chats (bench_quality.py; evidence recall and trimmed prompt tokens
+    # cached; the per-request plan: RealMem at 16k 0.789, LoCoMo at 4k 0.827), floor /
+    # full / share: 2 / 6.5 / 1.0 (these defaults) 0.549, 53%; 0.5 / 2 / 1.0: 0.685, 19%;
+    # 0 / 0 / 0.65: 0.753, 33% (LoCoMo 0.811, 32%); 0 / 0 / 1.0: 0.768, 0.3%. No setting
+    # keeps both the distant past and a cached prefix: hence `chats` off by default.
     recall_share: float = 1.0
     recall_reserve: float = 0.0
     recall_floor: float = 2.0
     recall_full: float = 6.5
+    # Conversations (requests that are not agent loops) cut in steps too, with the recall
+    # above; off: a conversation is planned per request (the most recall, little cached).
+    chats: bool = False
     # An agent loop (tool results the bulk of the request) is planned as of its last step
     # boundary, at agent_watermark of the budget, with the steps since appended whole and
     # the old results its newest commands name recalled in one message at the end, in at

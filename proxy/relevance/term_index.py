@@ -11,6 +11,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from proxy.relevance.ids import ids_in
 from proxy.relevance.terms import STOPWORDS, term, words
 
 # "Name: " or "First Last: " at the start of a message: up to three words and a colon.
@@ -91,7 +92,24 @@ class TermIndex:
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
+        self._id_sets: OrderedDict[int, frozenset[str]] = OrderedDict()  # hash -> ids_in
         self.lock = threading.Lock()
+
+    def ids(self, text: str) -> frozenset[str]:
+        """The ids `text` holds (ids.py), read once and then remembered; not under the
+        lock (scoring holds it)."""
+        key = hash(text)
+        with self.lock:
+            found = self._id_sets.get(key)
+            if found is not None:
+                self._id_sets.move_to_end(key)
+                return found
+        found = ids_in(text)
+        with self.lock:
+            self._id_sets[key] = found
+            while len(self._id_sets) > self._max_documents:
+                self._id_sets.popitem(last=False)
+        return found
 
     def entry(self, doc: str) -> DocTerms:
         """The terms of `doc`, read once and then remembered."""
@@ -236,6 +254,7 @@ class TermIndex:
     def _forget(self) -> None:
         """Start over: the documents' arrays hold ids that are about to be reused."""
         self._docs.clear()
+        self._id_sets.clear()
         self._bytes = 0
         del self.names[1:]
         for memo in (self._words, self._pieces, self._ids):

@@ -37,7 +37,11 @@ text_st = st.one_of(short, st.sampled_from(REPEATED), st.just(""), long)
 
 
 @st.composite
-def plain_chats(draw: st.DrawFn) -> list[dict[str, Any]]:
+def plain_chats(draw: st.DrawFn, tools: bool = True) -> list[dict[str, Any]]:
+    """A conversation; `tools`: with tool calls and results among its messages."""
+    kinds = ["user", "assistant", "user", "tool", "late", "none", "fn"]
+    if not tools:
+        kinds = ["user", "assistant", "user", "none"]
     msgs: list[dict[str, Any]] = []
     if draw(st.booleans()):
         system = draw(text_st)
@@ -47,7 +51,7 @@ def plain_chats(draw: st.DrawFn) -> list[dict[str, Any]]:
     calls = 0
     pending: list[str] = []  # tool results not sent yet
     for _ in range(draw(st.integers(0, 16))):
-        kind = draw(st.sampled_from(["user", "assistant", "user", "tool", "late", "none", "fn"]))
+        kind = draw(st.sampled_from(kinds))
         if kind == "tool":
             ids = [f"c{calls}_{k}" for k in range(draw(st.integers(1, 3)))]
             calls += 1

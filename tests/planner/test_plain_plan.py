@@ -80,7 +80,7 @@ def frozen(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(
-    plain_chats(),
+    st.one_of(plain_chats(), plain_chats(tools=False)),
     policies,
     st.integers(10, 1500),
     st.booleans(),
@@ -151,7 +151,7 @@ def test_old_lean_path_plans_random_plain_chat() -> None:
     planned = tried = 0
 
     @settings(max_examples=120, deadline=None, database=None, derandomize=True)
-    @given(plain_chats(), policies, st.integers(10, 1500))
+    @given(plain_chats(tools=False), policies, st.integers(10, 1500))
     def count(msgs: list[dict[str, Any]], policy: Policy, window: int) -> None:
         nonlocal planned, tried
         tried += 1

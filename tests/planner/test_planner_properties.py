@@ -244,7 +244,9 @@ def check(
             (
                 (role in ("system", "developer") and not _own_tag(m))
                 or (i >= sh.current_start and i not in sh.agent)
-                or i < sh.setup_end  # the setup: kept whole (cut, in the worst case)
+                # the setup: kept whole (cut, in the worst case), but for an operator's
+                # message tagged with a section of its own
+                or (i < sh.setup_end and not (role in ("system", "developer") and _own_tag(m)))
             )
             and isinstance(m, dict)
             and "name" in m

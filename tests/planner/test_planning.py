@@ -314,20 +314,21 @@ def test_tool_groups_kept_or_dropped_whole() -> None:
     assert out.tokens_after <= out.budget
 
 
-def test_largest_tool_result_is_cut_rather_than_the_group_dropped() -> None:
+def test_an_old_exchange_too_big_for_the_room_goes_whole() -> None:
+    """An exchange of an earlier turn is history ranked like an agent's (history/rank.py):
+    kept whole or dropped with its call, never left cut to a head that rarely holds what
+    the turn needs (choices._cuttable); the turn's words around it stay."""
     msgs = [sys(), *tool_turn("big", 2000), user("now")]
-    # Clearing off: with it on, the old result is cleared first (tests/planner/budget/test_agents.py).
     policy = Policy(
         history=HistoryPolicy(keep_recent=3, relevance="off"),
         tools=ToolsPolicy(clear=False),
-        cache=CachePolicy(enabled=False),  # cache mode's stable cut drops old groups whole
+        cache=CachePolicy(enabled=False),
     )
     out = plan_request(body_of(msgs), policy, WORDS, 1000)
     fwd = out.body["messages"]
-    tool = next(m for m in fwd if m.get("role") == "tool")
-    assert tool["content"].endswith(MARKER)
-    assert any(m.get("tool_calls") for m in fwd)
-    assert out.truncated == 1 and out.tokens_after <= out.budget
+    assert not any(m.get("role") == "tool" or m.get("tool_calls") for m in fwd)
+    assert out.truncated == 0 and out.dropped == 2 and out.tokens_after <= out.budget
+    assert fwd[-1] == msgs[-1] and fwd[0] == msgs[0]
 
 
 # --- sections, strategies, overflow ---------------------------------------------------------------
@@ -559,22 +560,29 @@ def example_session() -> dict[str, Any]:
 
 
 def test_example_session_shows_every_action_per_request() -> None:
-    """examples/per-request/default.yaml (cache off): every kind of decision on show."""
+    """examples/per-request/default.yaml (cache off): every kind of decision on show, at
+    the model's window and at a small one (where the setup's cluster is summarized)."""
     from proxy.tokens.windows import ContextWindows
 
     body = example_session()
     policy = Policy(cache=CachePolicy(enabled=False), tags=TagsPolicy(inline_in_user=True))
     tokenizer = TokenCounter().for_model(body["model"], policy)
-    out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
+    window = ContextWindows().lookup(body["model"], policy)
+    assert window is not None
+    out = plan_request(body, policy, tokenizer, window)
     actions = {it.action for it in out.report.items}
-    assert {"keep", "drop", "truncate", "dedupe", "summarize", "summary-inserted"} <= actions
+    assert {"keep", "drop", "clear", "dedupe"} <= actions
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
     kinds = {it.kind for it in out.report.items}
     assert {"block", "heading", "message"} <= kinds
+    small = plan_request(example_session(), policy, tokenizer, 3000)
+    assert {"summarize", "summary-inserted"} <= {it.action for it in small.report.items}
+    assert small.tokens_after <= small.budget
 
 
 def test_example_session_is_trimmed_out_of_the_box() -> None:
-    """The default (cache-stable cuts): cut at a step boundary, every dropped turn says so."""
+    """The default: a conversation (not an agent loop) is planned per request (cache mode's
+    `chats` off); it fits, its setup forwarded as it came."""
     from proxy.tokens.windows import ContextWindows
 
     body = example_session()
@@ -583,7 +591,7 @@ def test_example_session_is_trimmed_out_of_the_box() -> None:
     out = plan_request(body, policy, tokenizer, ContextWindows().lookup(body["model"], policy))
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
     dropped = [it for it in out.report.items if it.action == "drop"]
-    assert dropped and all("cache-stable cut" in it.reason for it in dropped)
+    assert dropped and not any("cache-stable cut" in it.reason for it in dropped)
     kinds = {it.kind for it in out.report.items}
     assert {"block", "heading", "message"} <= kinds
 

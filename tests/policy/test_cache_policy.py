@@ -26,6 +26,7 @@ def test_defaults_and_empty_file() -> None:
         recall_reserve=0.0,
         recall_floor=2.0,
         recall_full=6.5,
+        chats=False,
     )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
 
@@ -34,6 +35,9 @@ def test_cache_block_loads() -> None:
     text = "cache: {enabled: true, watermark: 0.8, recall_share: 0.1}\n"
     policy = load_policy_text(text, "p.yaml", "p")
     assert policy.cache == CachePolicy(enabled=True, watermark=0.8, recall_share=0.1)
+    chats = load_policy_text("cache: {chats: true}\n", "p.yaml", "p").cache
+    assert chats == CachePolicy(chats=True)
+    assert any("chats" in p for p in problems_of("team: t\ncache: {chats: maybe}\n"))
 
 
 def test_partial_block_keeps_other_defaults() -> None:

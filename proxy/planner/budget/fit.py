@@ -54,8 +54,8 @@ class Fit:
         """The plan, the forwarded messages and their count (over budget only when even
         the tightest plan did not fit, or the required parts alone overflow)."""
         layout, tokenizer, budget = self.layout, self.tokenizer, self.budget
-        self.planner.cap_setup(budget)
         reserve = self.fixed + (note_cost(tokenizer, budget, layout.stripped) if note else 0)
+        self.planner.prepare(budget, reserve)
         floor = reserve + sum(self.planner.required()[1].values())
         target = budget
         for attempt in range(ATTEMPTS):

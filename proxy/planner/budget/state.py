@@ -14,7 +14,7 @@ class PlanState:
 
     __slots__ = (
         "cleared", "cost", "layout", "marker", "modes", "policy", "preset", "ranks", "ratios",
-        "sections", "terms", "text", "tokenizer",
+        "recent_room", "sections", "terms", "text", "tokenizer",
     )  # fmt: skip
 
     def __init__(
@@ -30,6 +30,8 @@ class PlanState:
         self.cleared: dict[int, Decision] = {}  # old tool results cleared for the last plan
         # Required items cut before planning (a setup over half the budget): their decisions.
         self.preset: dict[int, Decision] = {}
+        # Tokens the newest turns hold at most (Planner.prepare); None: as many as fit.
+        self.recent_room: int | None = None
         self.sections: dict[Section, SectionPolicy] = {
             s: section_policy(policy, s) for s in Section
         }

@@ -2,7 +2,7 @@
 message at the end of a request planned as of a step boundary (agent.py).
 
 The boundary's plan was made for the commands of its time; the agent has moved on since.
-The results its newest commands name (paths, identifiers, lines: history/exchange_rank.py)
+The results its newest commands name (paths, identifiers, lines: history/rank.py)
 that the plan cleared, cut or dropped go in one user message after the newest results,
 each quoted and said to be the result of its tool (never a system message: a fetched
 page's text gains no privilege by being recalled), so the next step's prompt still starts
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.planner.cache.plan_at import PlanAt
-from proxy.planner.history import RECALL_ROLE, agent_worth, quote
+from proxy.planner.history import RECALL_ROLE, Now, quote, worth
 from proxy.planner.parts import Counted, Layout, Run, command_text, tool_name
 from proxy.planner.report import PlanOutcome
 
@@ -72,10 +72,11 @@ def with_recall(
     commands = "\n".join(command_text(layout, i) for i in newest)
     context = "\n".join(str(stripped[i].get("content") or "") for i in newest)
     texts = [stripped[i]["content"] for i in candidates]
-    worth = agent_worth(texts, [full[i] for i in candidates], commands, context, run.terms)
+    now = Now("", commands, context, loop=True)  # what the newest commands name
+    values = worth(texts, [full[i] for i in candidates], [0] * len(texts), now, run.terms)
     ranked = sorted(
-        (j for j in range(len(candidates)) if worth[j] > 0.0),
-        key=lambda j: (-worth[j], -candidates[j]),
+        (j for j in range(len(candidates)) if values[j] > 0.0),
+        key=lambda j: (-values[j], -candidates[j]),
     )
     tokenizer = run.tokenizer
     used = tokenizer.count_message({"role": RECALL_ROLE, "content": RECALL_TOOLS_HEAD})
@@ -102,7 +103,7 @@ def with_recall(
         if not tried.changed:
             anchored.result = tried
             return Recall(message, position, len(chosen))
-        chosen.remove(min(chosen, key=lambda j: (worth[j], candidates[j])))
+        chosen.remove(min(chosen, key=lambda j: (values[j], candidates[j])))
     return None
 
 

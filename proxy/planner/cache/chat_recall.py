@@ -16,12 +16,14 @@ from proxy.planner.history import (
     asks,
     carrying_on,
     exchange_lines,
+    now_of,
     query_texts,
     recall_message,
     recall_need,
     recall_size,
     speaker_line,
     without_own_label,
+    worth,
 )
 from proxy.planner.parts import Counted, Run, tool_name
 from proxy.relevance import score_history
@@ -79,6 +81,7 @@ def recall(
     # this, 83.1% at 0.855).
     prefix = sum(full[i] for i in cut.staying if i < layout.current_start) + cut.kept
     keep = CACHEABLE_PREFIX if want < cap else 0
+    end, kept = cut.end, cut.kept
     while free < want and cut.end > n:
         if prefix - cost[cut.end - 1] < keep <= prefix:
             break  # one turn more would take the prefix below what is cached at all
@@ -95,6 +98,13 @@ def recall(
 
     room = min(want, free)
     candidates = [*range(n), *range(cut.end, len(units))]
-    if room <= 0:
+    if room <= 0 or not scores:
+        cut.end, cut.kept = end, kept
         return None
-    return recall_message(line_of, candidates, scores, room, run.tokenizer)
+    # Which turns fill it: the same worth as the per-request plan ranks history by
+    # (history/rank.py), from the scores above: evidence per square root of a token.
+    values = worth(texts, cost, [0] * len(texts), now_of(layout), terms, scores)
+    found = recall_message(line_of, candidates, values, room, run.tokenizer)
+    if found is None:  # nothing to recall: the newest turns keep their room
+        cut.end, cut.kept = end, kept
+    return found

@@ -12,7 +12,9 @@ from proxy.planner.report import PlanOutcome
 
 def plan_cached(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | None:
     """The outcome in cache mode; None when the request has nothing to cut this way (then
-    the ordinary planner decides)."""
+    the ordinary planner decides: also a conversation, unless `cache.chats` says so)."""
     if is_agent_loop(counted.layout, counted.full):
         return plan_anchored(run, counted, plan_at)
+    if not run.policy.cache.chats:
+        return None
     return plan_stable(run, counted, plan_at)

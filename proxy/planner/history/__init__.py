@@ -3,8 +3,8 @@ agent's newest commands), repeats found, and cut-off turns recalled. Decided her
 older turn or tool exchange is worth keeping first, and how clearly a turn asks for the
 past."""
 
-from proxy.planner.history.exchange_rank import agent_rank, agent_worth
-from proxy.planner.history.order import keep_sequence, query_texts
+from proxy.planner.history.order import now_of, query_texts
+from proxy.planner.history.rank import Now, keep_order, worth
 from proxy.planner.history.recall import (
     RECALL_ROLE,
     exchange_lines,
@@ -13,6 +13,7 @@ from proxy.planner.history.recall import (
     speaker_line,
 )
 from proxy.planner.history.repeats import Dedupe, dedupe, may_repeat
+from proxy.planner.history.reuse import reused
 from proxy.planner.history.standout import (
     STATEMENT_WEIGHT,
     asks,
@@ -26,19 +27,21 @@ __all__ = [
     "RECALL_ROLE",
     "STATEMENT_WEIGHT",
     "Dedupe",
-    "agent_rank",
-    "agent_worth",
+    "Now",
     "asks",
     "carrying_on",
     "dedupe",
     "exchange_lines",
-    "keep_sequence",
+    "keep_order",
     "may_repeat",
+    "now_of",
     "query_texts",
     "quote",
     "recall_message",
     "recall_need",
     "recall_size",
+    "reused",
     "speaker_line",
     "without_own_label",
+    "worth",
 ]

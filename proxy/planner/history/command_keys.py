@@ -1,4 +1,4 @@
-"""Command keys: the strings an agent's newest commands name (exchange_rank.py ranks by them).
+"""Command keys: the strings an agent's newest commands name (rank.py ranks by them).
 
 An agent's next command mostly repeats what its last ones named: a file path, an
 identifier, a line of code it searched for or is about to edit. A result holding those

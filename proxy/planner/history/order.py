@@ -3,12 +3,45 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 from itertools import compress, repeat
 
+from proxy.planner.history.rank import Now
 from proxy.planner.parts import Kind, Layout, command_text
-from proxy.relevance import TermIndex, score_history
 from proxy.types import Priority, Section
+
+# Messages just before the current turn read as context (what was just said or done).
+_CONTEXT_BEFORE = 4
+
+
+def now_of(layout: Layout) -> Now:
+    """What the request is doing now: the current turn's user words and its actions (tool
+    calls, a text agent's commands), with the rest of the current turn, the newest turns
+    (high priority history) and the messages just before the turn as context."""
+    roles, text, base, start = layout.roles, layout.text, layout.base, layout.current_start
+    asked: list[str] = []
+    actions: list[str] = []
+    context: list[str] = []
+    for i in range(start, len(roles)):
+        if not layout.in_current(i):
+            continue
+        if roles[i] == "user":
+            asked.append(text[base[i]])
+            continue
+        if roles[i] == "assistant" and (command := command_text(layout, i)):
+            actions.append(command)
+        context.append(text[base[i]])
+    section, high = Section.RECENT_MESSAGES, Priority.HIGH
+    context += compress(  # whole-list passes: this runs per request
+        text,
+        map(
+            operator.and_,
+            map(operator.is_, layout.section, repeat(section)),
+            map(operator.is_, layout.priority, repeat(high)),
+        ),
+    )
+    for i in range(max(0, start - _CONTEXT_BEFORE), start):
+        context.append(f"{text[base[i]]}\n{command_text(layout, i)}")
+    return Now("\n".join(asked), "\n".join(actions), "\n".join(context), bool(layout.agent))
 
 
 def agent_query(layout: Layout) -> tuple[str, str] | None:
@@ -70,71 +103,3 @@ def query_texts(layout: Layout) -> tuple[str, str]:
         ),
     )
     return "\n".join(current), "\n".join(recent)
-
-
-def keep_order(
-    texts: Sequence[str],
-    positions: Sequence[int],
-    query: str | None,
-    context: str = "",
-    neighbors: int = 0,
-    index: TermIndex | None = None,
-) -> list[int]:
-    """The rank of each older-history choice in its keep order (0 is kept first): the
-    inverse of `keep_sequence`."""
-    rank = [0] * len(texts)
-    for k, c in enumerate(keep_sequence(texts, positions, query, context, neighbors, index)):
-        rank[c] = k
-    return rank
-
-
-def keep_sequence(
-    texts: Sequence[str],
-    positions: Sequence[int],
-    query: str | None,
-    context: str = "",
-    neighbors: int = 0,
-    index: TermIndex | None = None,
-) -> list[int]:
-    """The older-history choices (indexes into `texts`) in the order they are kept.
-
-    With a `query` (the current turn; `context`, the newest turns, weighs less): the
-    highest BM25 score first (ties: the newer first), each followed by up to `neighbors`
-    turns on either side of it; turns that share nothing with the query follow, newest
-    first. Without a query (relevance off): newest first.
-    """
-    n = len(texts)
-    if all(map(operator.lt, positions, positions[1:])):
-        newest_first = list(range(n - 1, -1, -1))  # the usual case: given oldest first
-    else:  # sorts are stable, also with reverse=True: equal positions keep their order
-        newest_first = sorted(range(n), key=positions.__getitem__, reverse=True)
-    if query is None or n == 0:
-        return newest_first
-    scores = score_history(query, texts, context=context, index=index)
-    # Only the turns that share something with the query are ranked by score.
-    scored = [i for i in newest_first if scores[i] > 0.0]
-    scored.sort(key=scores.__getitem__, reverse=True)  # ties: newer first, as listed
-    if not neighbors:
-        seen = set(scored)
-        return scored + [c for c in newest_first if c not in seen] if seen else newest_first
-    by_position = newest_first[::-1]
-    if len(set(positions)) != n:  # ties: ascending order, given order kept
-        by_position = sorted(range(n), key=positions.__getitem__)
-    slot = [0] * n
-    for k, c in enumerate(by_position):
-        slot[c] = k
-    taken = [False] * n
-    sequence: list[int] = []
-    for c in scored:  # each followed by its neighbours, nearest first, the older first
-        k = slot[c]
-        if not taken[c]:
-            taken[c] = True
-            sequence.append(c)
-        for step in range(1, neighbors + 1):
-            for j in (k - step, k + step):
-                if 0 <= j < n and not taken[member := by_position[j]]:
-                    taken[member] = True
-                    sequence.append(member)
-    if not sequence:
-        return newest_first
-    return sequence + [c for c in newest_first if not taken[c]]

@@ -70,11 +70,11 @@ def split_message(
         problems.append(f"{where}: x_context {unread(role)}")
     # The current turn and the setup stay whole; so does system text, unless its tag names
     # a section or a priority of its own (a summary or memory sent as a system message is
-    # not required just because of its role).
+    # not required just because of its role or its place before the first answer).
     own = isinstance(x, dict) and (
         tag.section is not Section.SYSTEM_PROMPT or x.get("priority") is not None
     )
-    protected = current or i < layout.setup_end or (operator and not own)
+    protected = current or (operator and not own) or (i < layout.setup_end and not operator)
     if protected and tag.priority is not Priority.REQUIRED:
         tag.priority = Priority.REQUIRED
     content = message.get("content")

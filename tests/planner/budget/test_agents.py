@@ -282,13 +282,15 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
 
 
 def test_command_keys_and_agent_order() -> None:
+    from proxy.planner.history import Now, keep_order, worth
     from proxy.planner.history.command_keys import command_keys
-    from proxy.planner.history.exchange_rank import agent_rank
 
     keys = command_keys('bash {"command": "sed -n 1,40p django/db/models/deletion.py"}')
     assert "django/db/models/deletion.py" in keys and "deletion.py" in keys
     texts = ["nothing here", "see django/db/models/deletion.py:120", "more nothing"]
-    order = agent_rank(texts, [1, 3, 5], [10, 10, 10], "cat django/db/models/deletion.py", "", None)
+    now = Now("fix the bug", "cat django/db/models/deletion.py", "", True)
+    values = worth(texts, [10, 10, 10], [0, 0, 0], now, None)
+    order = keep_order(values, [1, 3, 5])
     assert order == [1, 2, 0]  # the one naming the file, then the newest first
 
 

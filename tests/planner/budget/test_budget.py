@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.planner.budget.grants import Choice, allocate, cut_required, reservations
-from proxy.planner.history.order import keep_order
+from proxy.planner.history import Now, keep_order, worth
 from proxy.planner.parts.run import compute_budget
 from proxy.policy.model import DEFAULT_SECTIONS
 from proxy.relevance.scoring import score_history
@@ -155,22 +155,50 @@ def test_cut_required(
     assert cut_required(sizes, excess, marker=2) == expected
 
 
+def _chat_now(asked: str, context: str = "") -> Now:
+    return Now(asked, "", context, False)
+
+
+def _order(texts: list[str], asked: str | None, context: str = "", neighbors: int = 0) -> list[int]:
+    """Each text's place in keep order, as units of equal cost."""
+    n = len(texts)
+    values = [0.0] * n if asked is None else worth(
+        texts, [10] * n, [0] * n, _chat_now(asked, context), None
+    )
+    order = keep_order(values, list(range(n)), neighbors)
+    rank = [0] * n
+    for k, c in enumerate(order):
+        rank[c] = k
+    return rank
+
+
 def test_history_keep_order_recency_and_relevance() -> None:
     texts = ["the cat sat", "dogs bark loudly", "a cat again"] + [f"pad{i}" for i in range(12)]
-    positions = list(range(len(texts)))
-    assert keep_order(texts[:4], positions[:4], None) == [3, 2, 1, 0]
-    rank = keep_order(texts, positions, "cat")
+    assert _order(texts[:4], None) == [3, 2, 1, 0]
+    rank = _order(texts, "cat")
     assert {rank[0], rank[2]} == {0, 1}  # both cat turns first
     assert rank[14] < rank[13] < rank[12]  # far from any hit: newest first
-    rank = keep_order(texts, positions, "zebra", context="cat")
+    rank = _order(texts, "zebra", context="cat")
     assert {rank[0], rank[2]} == {0, 1}  # the newest turns' words count too
 
 
 def test_history_neighbors_follow_a_hit() -> None:
     texts = ["a", "b", "c", "the zebra", "d", "e", "f", "g"]
-    positions = list(range(len(texts)))
-    rank = keep_order(texts, positions, "zebra", neighbors=1)
+    rank = _order(texts, "zebra", neighbors=1)
     assert rank[3] == 0 and {rank[2], rank[4]} == {1, 2}
+
+
+def test_worth_counts_ids_reuse_and_cost() -> None:
+    """An id the request names now outweighs words; a result whose ids came back later
+    outweighs one that did not; at equal match, the shorter unit is worth more."""
+    texts = ["booking for flight details", "reservation ZX81Q7 booked", "flight details"]
+    values = worth(texts, [10, 10, 10], [0, 0, 0], _chat_now("change ZX81Q7 flight details"), None)
+    assert values[1] > values[0] and values[1] > values[2]
+    same = ["cabin upgrade", "cabin upgrade"]
+    values = worth(same, [10, 10], [2, 0], _chat_now("unrelated words"), None)
+    assert values[0] > values[1] == 0.0
+    values = worth(same, [10, 40], [0, 0], _chat_now("cabin"), None)
+    assert values[0] == pytest.approx(2 * values[1])  # per square root of tokens
 
 
 def _keep_order_reference(scores: list[float], positions: list[int], neighbors: int) -> list[int]:
@@ -215,4 +243,8 @@ def test_history_keep_order_matches_the_reference(
     texts = [t for _, t in rows]
     scores = score_history("zebra", texts)
     want = _keep_order_reference(scores, positions, neighbors)
-    assert keep_order(texts, positions, "zebra", neighbors=neighbors) == want
+    order = keep_order(scores, positions, neighbors)
+    rank = [0] * len(order)
+    for k, c in enumerate(order):
+        rank[c] = k
+    assert rank == want

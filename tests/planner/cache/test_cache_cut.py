@@ -33,9 +33,10 @@ WINDOW = 1000  # budget 800 at the default ratio, no output reserved
 
 
 def policy(enabled: bool = True, **cache: Any) -> Policy:
+    """Cache mode for conversations too (`chats`), unless `cache` says otherwise."""
     return Policy(
         budget=BudgetPolicy(reserve_output=False),
-        cache=CachePolicy(enabled=enabled, **cache),
+        cache=CachePolicy(enabled=enabled, **{"chats": True, **cache}),
     )
 
 
@@ -428,7 +429,7 @@ def test_required_overflow_truncates_as_without_cache() -> None:
 def test_plan_command_explains_the_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "default.yaml").write_text(
         "budget: {reserve_output: false}\nmodels:\n  m: {context_window: 1000}\n"
-        "cache: {enabled: true, recall_share: 0.3}\n"
+        "cache: {enabled: true, chats: true, recall_share: 0.3}\n"
     )
     messages = [*conversation(40), {"role": "user", "content": "and pottery w4x1?"}]
     request = tmp_path / "req.json"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS
-from proxy.planner.history.order import keep_sequence
+from proxy.planner.history import Now, keep_order, worth
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Priority, Tokenizer
@@ -41,9 +41,11 @@ def order_choices(
     policy: Policy,
     terms: TermIndex | None,
     cutting: tuple[Tokenizer, int],
+    recent_room: int,
 ) -> Choices:
     """One choice per optional unit not deduped, in keep order. `cutting`: the tokenizer
-    and the marker's tokens, to size what a tool group can be cut to."""
+    and the marker's tokens, to size what a tool group can be cut to; `recent_room`: the
+    tokens the newest turns hold at most (the rest join the older ones, choices._cap_recent)."""
     priority, required, high = chat.priority, Priority.REQUIRED, Priority.HIGH
     members: dict[int, list[int]] = {}  # a tool group's lead -> its messages
     if chat.units is None:
@@ -62,9 +64,16 @@ def order_choices(
             leads.append(first)
     recent = [i for i in reversed(leads) if priority[i] is high]
     older = [i for i in leads if priority[i] is not high]  # low: plain chat has no medium
+    used = 0
+    for k, i in enumerate(recent):  # newest first: those past the room join the older
+        used += sum(costs[m] for m in members[i]) if i in members else costs[i]
+        if used > recent_room:
+            older = sorted(older + recent[k:])
+            recent = recent[:k]
+            break
     relevance = policy.history.relevance == "bm25" and bool(older)
     if relevance:
-        older = _by_relevance(chat, older, members, policy, terms)
+        older = _by_relevance(chat, older, members, policy, (terms, costs))
     else:
         older.reverse()
     lead = recent + older
@@ -85,23 +94,26 @@ def _by_relevance(
     older: list[int],
     members: dict[int, list[int]],
     policy: Policy,
-    terms: TermIndex | None,
+    index: tuple[TermIndex | None, list[int]],
 ) -> list[int]:
-    """The older units (by lead, in message order) in relevance order: history.keep_sequence
-    against the current turn's user text, the newest turns as context."""
-    texts, roles = chat.texts, chat.roles
+    """The older units (by lead, in message order) in keep order (history/rank.py): worth
+    against the current turn's user text, with the rest of the current turn, the newest
+    turns and the messages just before the turn as context."""
+    texts, roles, start = chat.texts, chat.roles, chat.start
     docs = [texts[i] if i not in members else " ".join(texts[k] for k in members[i]) for i in older]
-    current = [texts[i] for i in range(chat.start, len(texts)) if roles[i] == "user"]
+    asked = [texts[i] for i in range(start, len(texts)) if roles[i] == "user"]
+    context = [texts[i] for i in range(start, len(texts)) if roles[i] != "user"]
     high = Priority.HIGH  # high priority items are all in recent_messages
-    context = [t for t, p in zip(texts, chat.priority, strict=True) if p is high]
-    order = keep_sequence(
-        docs,
-        older,
-        "\n".join(current),
-        "\n".join(context),
-        policy.history.neighbors,
-        terms if terms is not None else TermIndex(),
-    )
+    context += [t for t, p in zip(texts, chat.priority, strict=True) if p is high]
+    context += [f"{texts[i]}\n" for i in range(max(0, start - 4), start)]
+    now = Now("\n".join(asked), "", "\n".join(context), False)
+    terms, message_costs = index
+    costs = [
+        sum(message_costs[k] for k in members[i]) if i in members else message_costs[i]
+        for i in older
+    ]
+    values = worth(docs, costs, [0] * len(older), now, terms if terms is not None else TermIndex())
+    order = keep_order(values, older, policy.history.neighbors)
     return [older[k] for k in order]
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
+from proxy.planner.budget.allocation import RECENT_SHARE
 from proxy.planner.budget.fit import ATTEMPTS
 from proxy.planner.parts.costs import count_message, overhead
 from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
@@ -86,7 +87,10 @@ def plan_plain(
         return None  # required parts over the budget: reject or cut them
     removed = repeats(chat)
     marker = tokenizer.count_text(MARKER)
-    choices = order_choices(chat, costs, removed, policy, terms, (tokenizer, marker))
+    recent_room = max(0, math.floor((budget - floor) * RECENT_SHARE))
+    choices = order_choices(
+        chat, costs, removed, policy, terms, (tokenizer, marker), recent_room
+    )
     ratio = recent.ratio
     problems: list[str] = []
     flags = [p is required for p in priority]  # kept whole: the required ones, so far
