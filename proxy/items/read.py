@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from proxy.tokens import deep_json_text
+
 MARK = "x_item"  # the chat message's Source, by index; ignored by the chat tokenizer
 PART_MARK = "x_part"  # a content part's index in the item's own content list
 MESSAGE_ROLES = frozenset(("user", "assistant", "system", "developer"))
@@ -127,8 +129,8 @@ def opaque(value: Any) -> dict[str, Any]:
 def json_text(value: Any) -> str:
     try:
         return orjson.dumps(value, default=str).decode()
-    except TypeError:  # what orjson cannot write (an integer past 64 bits): its repr
-        return repr(value)
+    except TypeError:  # what orjson cannot write (past 254 levels, an integer past 64 bits)
+        return deep_json_text(value)  # written without recursion, at any depth
 
 
 def _kind(item: Any) -> str | None:
@@ -152,7 +154,8 @@ def _message(item: Any, kind: str | None) -> tuple[dict[str, Any], str]:
         content = chat_content(item.get("output"))
         if content is not None:
             return {"role": "tool", "tool_call_id": item["call_id"], "content": content}, "output"
-    if kind == "message" and item.get("role") in MESSAGE_ROLES:
+    role = item.get("role") if kind == "message" else None
+    if isinstance(role, str) and role in MESSAGE_ROLES:  # a role of another type: opaque
         content = chat_content(item.get("content"))
         if content is not None:
             message = {"role": item["role"], "content": content}
@@ -169,15 +172,20 @@ def chat_content(content: Any) -> str | list[dict[str, Any]] | None:
         return content
     if not isinstance(content, list) or not all(isinstance(p, dict) for p in content):
         return None
-    if len(content) == 1 and content[0].get("type") in TEXT_PARTS:
+    if len(content) == 1 and _part_type(content[0]) in TEXT_PARTS:
         text = content[0].get("text")
         if isinstance(text, str):
             return text
     return [{**_part(p), PART_MARK: j} for j, p in enumerate(content)]
 
 
+def _part_type(part: dict[str, Any]) -> str | None:
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else None  # an array or object is no type
+
+
 def _part(part: dict[str, Any]) -> dict[str, Any]:
-    kind, text = part.get("type"), part.get("text")
+    kind, text = _part_type(part), part.get("text")
     if kind in TEXT_PARTS and isinstance(text, str):
         return {"type": "text", "text": text}
     if kind == "refusal" and isinstance(part.get("refusal"), str):

@@ -66,7 +66,7 @@ def _content(original: Any, planned: Any, role: Any) -> Any:
     if isinstance(original, str) or not isinstance(original, list):
         return planned if isinstance(planned, str) else _text_of(planned)
     if isinstance(planned, str):  # a single text part, read as its text
-        first = next((p for p in original if p.get("type") in TEXT_PARTS), None)
+        first = next((p for p in original if _text_part(p)), None)
         if first is None:
             return [{"type": _text_type(role), "text": planned}]
         return [_with_text(first, planned)]
@@ -80,10 +80,15 @@ def _content(original: Any, planned: Any, role: Any) -> Any:
             continue
         part = original[j]
         text = p.get("text")
-        if part.get("type") in TEXT_PARTS and isinstance(text, str) and text != part.get("text"):
+        if _text_part(part) and isinstance(text, str) and text != part.get("text"):
             part = _with_text(part, text)
         parts.append(part)  # other parts (images, files) as they came
     return parts
+
+
+def _text_part(part: Any) -> bool:
+    kind = part.get("type") if isinstance(part, dict) else None
+    return isinstance(kind, str) and kind in TEXT_PARTS  # an array or object is no type
 
 
 def _with_text(part: dict[str, Any], text: str) -> dict[str, Any]:
@@ -111,6 +116,6 @@ def _new_item(message: Any) -> dict[str, Any]:
     content = message.get("content") if isinstance(message, dict) else None
     return {
         "type": "message",
-        "role": role if role in _NEW_ROLES else "system",
+        "role": role if isinstance(role, str) and role in _NEW_ROLES else "system",
         "content": _text_of(content),
     }

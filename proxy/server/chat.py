@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -13,12 +12,13 @@ from proxy.planner import PlanOutcome
 from proxy.server import responses
 from proxy.server.answer_step import finish_plain, relay_stream
 from proxy.server.auth import resolve_policy
+from proxy.server.body_limits import check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
 from proxy.server.forward_step import check_quota, failed, summarize_later, upstream_target
-from proxy.server.plan_step import plan, tag_marks, tokenizer_for
-from proxy.server.request_body import parse_chat_body, read_body
+from proxy.server.plan_step import checked_density, plan, tag_marks, tokenizer_for
+from proxy.server.request_body import encoded, parse_chat_body, read_body
 from proxy.server.services import Services
 from proxy.upstream import StreamTap, error_event
 
@@ -32,7 +32,9 @@ async def chat_completions(request: Request) -> Response:
         # neither read nor recorded.
         ex.policy = policy = resolve_policy(policies, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
+        await checked_density(services, raw)
         body = parse_chat_body(raw)
+        check_counts(body["messages"], "messages")
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
@@ -97,4 +99,4 @@ def forwarded_payload(
         merged = dict(options) if isinstance(options, dict) else {}
         merged["include_usage"] = True
         forwarded["stream_options"] = merged
-    return orjson.dumps(forwarded), client_wants_usage
+    return encoded(forwarded), client_wants_usage

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -14,12 +13,22 @@ from proxy.items import Converted, is_responses_body, to_chat
 from proxy.planner import PlanOutcome, Refused
 from proxy.server import responses
 from proxy.server.auth import require_admin, resolve_policy
+from proxy.server.body_limits import INLINE_MAX_ITEMS, check_counts
 from proxy.server.chat_guards import checked_model, internal_error
 from proxy.server.exchange import Exchange
-from proxy.server.plan_step import off_loop, plan, plan_in_thread, tag_marks, tokenizer_for
+from proxy.server.plan_step import (
+    PLAN_INLINE_MAX_BYTES,
+    checked_density,
+    off_loop,
+    plan,
+    plan_in_thread,
+    tag_marks,
+    tokenizer_for,
+)
 from proxy.server.request_body import (
     check_chat_body,
     check_responses_body,
+    encoded,
     parse_model_body,
     read_body,
 )
@@ -39,13 +48,17 @@ async def context_plan(request: Request) -> Response:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
         raw = await read_body(request, services.settings.max_body_bytes)
+        await checked_density(services, raw)
         body = parse_model_body(raw)
         conv: Converted | None = None
         if is_responses_body(body):
-            conv = to_chat(check_responses_body(body))
+            entries = check_counts(check_responses_body(body).get("input"), "input")
+            big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
+            conv = await off_loop(services, to_chat, body) if big else to_chat(body)
             chat = conv.body
         else:
             chat = check_chat_body(body)
+            check_counts(chat["messages"], "messages")
         ex.model = checked_model(body)
         tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, chat)
@@ -75,7 +88,7 @@ def plan_answer(
     """The plan endpoint's body: the rewritten request (a Responses body for a Responses
     request) and its report."""
     if conv is None or body is None:
-        return orjson.dumps({"request": outcome.body, "report": outcome.report.to_json()})
+        return encoded({"request": outcome.body, "report": outcome.report.to_json()})
     note_previous(body, outcome)
     answer = {"request": rewritten(body, conv, outcome), "report": report_json(outcome, body)}
-    return orjson.dumps(answer)
+    return encoded(answer)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from proxy.errors import InvalidRequest, PlanFailed, ProxyError
 from proxy.planner import ExtraSummary, PlanOutcome, plan_request, unplanned
 from proxy.policy import Policy
+from proxy.server.body_limits import check_density, needs_exact_count
 from proxy.server.body_shape import shape_problem
 from proxy.server.services import Services
 from proxy.summaries import Lookup
@@ -44,6 +45,17 @@ async def off_loop(services: Services, fn: Callable[..., T], *args: Any, **kwarg
     the event loop (3 at once: /healthz 0.3-0.8 s; one: well under 0.1 s)."""
     async with services.plan_slots:
         return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def checked_density(services: Services, raw: bytes) -> None:
+    """body_limits.check_density, in a worker thread for a big body that needs the exact
+    count (a regular expression over every byte: up to ~25 ms per MB)."""
+    if not needs_exact_count(raw):
+        return
+    if len(raw) > PLAN_INLINE_MAX_BYTES:
+        await off_loop(services, check_density, raw)
+    else:
+        check_density(raw)
 
 
 def tag_marks(raw: bytes) -> int:

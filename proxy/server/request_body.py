@@ -92,6 +92,19 @@ def parse_model_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def encoded(value: Any) -> bytes:
+    """`value` as JSON bytes; a 400 when it cannot be written (orjson writes at most 254
+    levels of nesting, reads 1,024: a body between the two can be read, not rewritten)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidRequest(
+            f"The request cannot be written back as JSON after trimming ({exc}): "
+            "the proxy writes at most 254 levels of nesting.",
+            code="nested_too_deep",
+        ) from None
+
+
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
     """A chat-completion body with a string `model` and a list of object `messages`."""
     return check_chat_body(parse_model_body(raw))

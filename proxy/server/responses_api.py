@@ -9,15 +9,16 @@ import time
 import traceback
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from proxy.errors import InvalidRequest
 from proxy.items import Converted, output_text, to_chat, to_responses
 from proxy.planner import PlanOutcome, unplanned
 from proxy.server import responses
 from proxy.server.answer_step import finish_plain, relay_stream
 from proxy.server.auth import resolve_policy
+from proxy.server.body_limits import INLINE_MAX_ITEMS, check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
@@ -28,8 +29,20 @@ from proxy.server.forward_step import (
     upstream_target,
     upstream_url,
 )
-from proxy.server.plan_step import PLAN_INLINE_MAX_BYTES, off_loop, plan, tag_marks, tokenizer_for
-from proxy.server.request_body import check_responses_body, parse_model_body, read_body
+from proxy.server.plan_step import (
+    PLAN_INLINE_MAX_BYTES,
+    checked_density,
+    off_loop,
+    plan,
+    tag_marks,
+    tokenizer_for,
+)
+from proxy.server.request_body import (
+    check_responses_body,
+    encoded,
+    parse_model_body,
+    read_body,
+)
 from proxy.server.services import Services
 from proxy.upstream import ResponsesTap, response_error_event
 
@@ -47,13 +60,16 @@ async def create_response(request: Request) -> Response:
         policies = services.policies.current
         ex.policy = policy = resolve_policy(policies, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
+        await checked_density(services, raw)
         body = check_responses_body(parse_model_body(raw))
+        entries = check_counts(body.get("input"), "input")
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
-        # Reading items and writing them back is linear but Python: past a megabyte it
-        # runs in a worker thread, like a big plan, so that the event loop keeps serving.
-        big = len(raw) > PLAN_INLINE_MAX_BYTES
+        # Reading items and writing them back is linear but Python: past a megabyte or
+        # INLINE_MAX_ITEMS items and parts it runs in a worker thread, like a big plan, so
+        # that the event loop keeps serving.
+        big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
         conv = await off_loop(services, to_chat, body) if big else to_chat(body)
         cached = await services.summaries.lookup(policy, conv.body)
         ex.outcome = outcome = await plan(
@@ -106,7 +122,9 @@ def forwarded(
     is better than the proxy's."""
     assert ex.outcome is not None and ex.policy is not None
     try:
-        return orjson.dumps(rewritten(body, conv, ex.outcome))
+        return encoded(rewritten(body, conv, ex.outcome))
+    except InvalidRequest:
+        raise  # the client's body, nested past what can be written back
     except Exception as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1]  # the place only, never content
         where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"

@@ -50,9 +50,12 @@ class ItemView(Protocol):
     def action(self) -> str: ...
 
 
-def settings_tag(model: str, max_tokens: int) -> bytes:
-    """The summarizer settings that change a summary, folded into every key."""
-    return f"{PROMPT_VERSION}\0{model}\0{max_tokens}\0".encode()
+def settings_tag(team: str, upstream: str, model: str, max_tokens: int) -> bytes:
+    """What a summary belongs to, folded into every key: the team and the upstream that
+    made it (a summary one team's upstream wrote is never served to another team, nor is
+    the cache an oracle of what another team sent), and the settings that change it."""
+    fields = (PROMPT_VERSION, team, upstream, model, str(max_tokens))
+    return b"".join(len(f.encode()).to_bytes(4, "little") + f.encode() for f in fields)
 
 
 def _normalized(message: Any) -> bytes:

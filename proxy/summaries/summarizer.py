@@ -92,7 +92,8 @@ class Summarizer:
         model = cfg.model or str(body.get("model"))
         out = Lookup(policy, model, messages)
         try:
-            out.spans = chunk_spans(messages, cfg.chunk_turns, settings_tag(model, cfg.max_tokens))
+            tag = settings_tag(policy.team, policy.upstream.base_url or "", model, cfg.max_tokens)
+            out.spans = chunk_spans(messages, cfg.chunk_turns, tag)
             texts = await self._texts([s.key for s in out.spans], cfg)
         except Exception:
             log.exception("summary lookup failed; the request goes on without summaries")

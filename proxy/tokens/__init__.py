@@ -1,6 +1,7 @@
 """Counting as the provider bills: encodings, chat and tool schemas, images, windows."""
 
 from proxy.tokens.counter import ChatTokenizer, TokenCounter
+from proxy.tokens.function_schema import json_text as deep_json_text
 from proxy.tokens.prices import Prices, request_cost, trim_savings
 from proxy.tokens.windows import ContextWindows, policy_model
 
@@ -9,6 +10,7 @@ __all__ = [
     "ContextWindows",
     "Prices",
     "TokenCounter",
+    "deep_json_text",
     "policy_model",
     "request_cost",
     "trim_savings",

@@ -13,9 +13,8 @@ Counting (OpenAI's chat format; checked against published API counts in tests):
   legacy `functions` alone nest as they did: indented, nested descriptions dropped) + 9,
   less 1 for `tools` with a property that has no description (render_functions says why),
   minus 4 when a system message is present, whose first one is padded with a newline;
-  `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call`
-  +4 + tokens(name); a `response_format` json_schema: tokens of its name and compact JSON
-  schema + 8.
+  `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call` +4
+  + tokens(name); a `response_format` json_schema: tokens of its name and JSON schema + 8.
 Counts per message are cached by content (Python's 64-bit hash of the message's strings,
 or of its JSON bytes), in a bounded cache shared by all tokenizers (token_text.CountCache).
 """
@@ -113,17 +112,18 @@ class ChatTokenizer:
         except TypeError:  # not JSON-serializable: counted without caching
             return None
 
-    def seen(self, messages: list[Message], sample: int = 16) -> bool:
-        """Whether up to `sample` messages spread over all but the newest two have their
-        counts cached: then the conversation was here before (a chat's next turn), and
-        counting it is mostly lookups."""
-        older = messages[:-2]
-        step = max(1, len(older) // sample)
-        get = self._cache.get
-        for m in older[::step]:
+    def seen(self, messages: list[Message], unseen_chars: int = 16_384) -> bool:
+        """Whether counting `messages` is mostly lookups (a chat's next turn): those without
+        a cached count hold at most `unseen_chars` characters. Every message is looked up
+        (~1 ms per MB): a sample could pass a body whose sampled places were seen before."""
+        get, left = self._cache.get, unseen_chars
+        for m in messages:
             key = self._key(m) if isinstance(m, dict) else None
             if key is None or get(key) is None:
-                return False
+                content = m.get("content") if isinstance(m, dict) else None
+                left -= len(content) if type(content) is str else len(json_text(m))
+                if left < 0:
+                    return False
         return True
 
     def count_message(self, message: Message) -> int:

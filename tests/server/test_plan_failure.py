@@ -89,3 +89,18 @@ def test_a_next_turn_is_planned_inline_a_first_look_in_a_thread() -> None:
     # A new conversation that shares only its start with a known one is not "seen".
     mixed = history[:10] + chat(590, "b")
     assert not tokenizer.seen(mixed)
+
+
+def test_a_body_is_not_seen_because_its_sampled_places_were() -> None:
+    """Every place a sample of 16 would look at holds a message counted before, the rest
+    is new: a first look (~40 ms of counting), planned off the event loop."""
+    tokenizer = TokenCounter().chat_tokenizer("gpt-4o", Policy())
+    known = chat(40, "k")
+    tokenizer.count_messages(known)
+    messages = chat(600, "fresh")
+    step = (len(messages) - 2) // 16
+    for n, at in enumerate(range(0, len(messages) - 2, step)):
+        messages[at] = known[n % len(known)]
+    body = {"model": "gpt-4o", "messages": messages}
+    assert not tokenizer.seen(messages)
+    assert plan_step.plan_in_thread(body, tokenizer, len(orjson.dumps(body)))

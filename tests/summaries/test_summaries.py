@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.planner.request import SUMMARY_PREFIX, plan_request
-from proxy.policy.model import HistoryPolicy, ModelPolicy, Policy, SummaryPolicy
+from proxy.policy.model import HistoryPolicy, ModelPolicy, Policy, SummaryPolicy, UpstreamPolicy
 from proxy.summaries.calls import SpendBook, parse_answer
 from proxy.summaries.spans import (
     MAX_MESSAGE_CHARS,
@@ -30,7 +30,7 @@ from proxy.usage.ledger import UsageLog, UsageRecord
 from proxy.usage.quotas import QuotaBook
 from tests.planner_fakes import WordTokenizer
 
-TAG = settings_tag("gpt-4o", 512)
+TAG = settings_tag("team-a", "http://up.example/v1", "gpt-4o", 512)
 
 
 def convo(turns: int, words: int = 3, system: bool = True) -> list[dict[str, Any]]:
@@ -83,8 +83,14 @@ def test_key_depends_on_content_and_summarizer_settings() -> None:
     messages = convo(4)
     key = chunk_spans(messages, 4, TAG)[0].key
     assert chunk_spans(convo(4), 4, TAG)[0].key == key
-    assert chunk_spans(messages, 4, settings_tag("gpt-4o-mini", 512))[0].key != key
-    assert chunk_spans(messages, 4, settings_tag("gpt-4o", 256))[0].key != key
+    up = "http://up.example/v1"
+    assert chunk_spans(messages, 4, settings_tag("team-a", up, "gpt-4o-mini", 512))[0].key != key
+    assert chunk_spans(messages, 4, settings_tag("team-a", up, "gpt-4o", 256))[0].key != key
+    # Whose it is: another team, or the same team through another upstream, never shares it.
+    assert chunk_spans(messages, 4, settings_tag("team-b", up, "gpt-4o", 512))[0].key != key
+    assert chunk_spans(messages, 4, settings_tag("team-a", "http://x/v1", "gpt-4o", 512))[0].key != key
+    # Fields are length-prefixed: moving a character from one to the next changes the key.
+    assert settings_tag("ab", "c", "m", 1) != settings_tag("a", "bc", "m", 1)
     changed = [dict(m) for m in messages]
     changed[3] = {**changed[3], "content": changed[3]["content"] + "!"}
     assert chunk_spans(changed, 4, TAG)[0].key != key
@@ -351,10 +357,29 @@ async def test_summaries_made_once_then_substituted() -> None:
     assert len(set(prompts)) == len(prompts) == len(rig.store.data)
 
 
+async def test_a_summary_is_served_only_to_the_team_and_upstream_that_made_it() -> None:
+    """Another team sending the same turns (through the same store), or the same team
+    through another upstream, finds none of it: no summary planted by a team's own
+    upstream reaches anyone else, and the store says nothing of what another team sent."""
+    rig = Rig()
+    messages = convo(12, words=6)
+    await rig.turn(messages)
+    await rig.settle()
+    assert rig.store.data
+    again = await rig.summarizer.lookup(rig.policy, {"model": "gpt-4o", "messages": messages})
+    assert again.found  # the team that made them finds them
+    other_team = replace(rig.policy, team="u")
+    other_upstream = replace(rig.policy, upstream=UpstreamPolicy(base_url="http://mine/v1"))
+    for policy in (other_team, other_upstream):
+        found = await rig.summarizer.lookup(policy, {"model": "gpt-4o", "messages": messages})
+        assert found.spans and not found.found
+
+
 async def test_lookup_reads_the_store_once_then_memory() -> None:
     rig = Rig()
     messages = convo(12, words=6)
-    spans = chunk_spans(messages, 2, settings_tag("gpt-4o", 64))
+    owner = rig.policy.team, rig.policy.upstream.base_url or ""
+    spans = chunk_spans(messages, 2, settings_tag(*owner, "gpt-4o", 64))
     rig.store.data[spans[0].key] = "stored earlier"
     body = {"model": "gpt-4o", "messages": messages}
     found = await rig.summarizer.lookup(rig.policy, body)

@@ -87,5 +87,12 @@ class Fit:
                     or f"The required parts of this request need {after:,} tokens but the "
                     f"budget is {budget:,}; shorten the system prompt or the last message."
                 )
+        window = self.planner.window
+        if window is not None and after > window:  # never forwarded over the window
+            raise ContextLengthExceeded(
+                f"This request cannot be cut below {after:,} tokens (what cannot be cut: tool "
+                f"calls, images, the request's overhead), over the model's context window of "
+                f"{window:,}; shorten it or split its tool calls."
+            )
         layout.problems.append(f"could not fit the budget of {budget:,} tokens; sent {after:,}")
         return plan, out, after

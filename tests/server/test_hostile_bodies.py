@@ -1,0 +1,176 @@
+"""Hostile bodies on every planned route: a clear OpenAI-shaped 400, never a 500, never a
+forward over the window, and no body that costs far more than its size.
+
+Each case here answered 500 (or forwarded, or took gigabytes) before the checks it names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from proxy.server.body_limits import MAX_PARTS, check_density
+from tests.conftest import RunningProxy
+from tests.fake_upstream import FakeUpstream
+
+ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/context/plan")
+
+
+def post(proxy: RunningProxy, path: str, body: Any) -> httpx.Response:
+    content = body if isinstance(body, bytes) else _deep_json(body)
+    return httpx.post(proxy.url + path, content=content, timeout=60)
+
+
+def refused(r: httpx.Response, code: str | None = None) -> dict[str, Any]:
+    assert r.status_code == 400, (r.status_code, r.text[:300])
+    error: dict[str, Any] = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"]
+    if code is not None:
+        assert error["code"] == code
+    return error
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def responses_body(**fields: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o", **fields}
+
+
+# --- types the Responses reader did not expect (TypeError in items/read.py) -------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/context/plan"])
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"type": "message", "role": ["user"], "content": "hi"},
+        {"type": "message", "role": {"r": 1}, "content": "hi"},
+        {"role": "user", "content": [{"type": ["input_text"], "text": "hi"}]},
+        {"role": "user", "content": [{"type": {"t": 1}, "text": "hi"}]},
+        {"role": "user", "content": [{"type": ["input_text"], "text": "a"}, {"type": "x"}]},
+    ],
+)
+def test_a_role_or_part_type_of_the_wrong_type_is_not_a_500(
+    proxy: RunningProxy, upstream: FakeUpstream, path: str, item: dict[str, Any]
+) -> None:
+    r = post(proxy, path, responses_body(input=[item]))
+    assert r.status_code < 500, r.text[:300]
+
+
+# --- depth -----------------------------------------------------------------------------------
+
+
+def long_chat(extra: dict[str, Any]) -> dict[str, Any]:
+    """A chat over its budget (so that the body is rewritten), one message carrying `extra`."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "word " * 3000} for _ in range(60)]
+    messages.append({"role": "user", "content": "now", **extra})
+    return {"model": "gpt-4o-mini", "messages": messages}
+
+
+def test_a_chat_nested_past_what_can_be_written_back_is_refused(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text("models:\n  gpt-4o-mini: {context_window: 8000}\n")
+    proxy = start_proxy()
+    body = long_chat({"metadata_extra": nested(300)})
+    error = refused(post(proxy, "/v1/chat/completions", body), "nested_too_deep")
+    assert "254" in error["message"]
+    assert not upstream.requests
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/context/plan"])
+@pytest.mark.parametrize("where", ["item", "instructions", "part"])
+def test_responses_nested_1000_deep_are_not_a_500(
+    proxy: RunningProxy, upstream: FakeUpstream, path: str, where: str
+) -> None:
+    """Within the budget the request goes as it came (its bytes); what must be written
+    back (the plan's answer) is refused with the reason."""
+    deep = b'{"a":' * 1000 + b'"x"' + b"}" * 1000  # past what orjson writes (254 levels)
+    if where == "item":
+        raw = b'{"model":"gpt-4o","input":[{"type":"web_search_call","action":' + deep + b"}]}"
+    elif where == "instructions":
+        raw = b'{"model":"gpt-4o","input":"hi","instructions":' + deep + b"}"
+    else:
+        raw = b'{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_file","x":'
+        raw += deep + b"}]}]}"
+    r = post(proxy, path, raw)
+    if path == "/v1/responses":
+        assert r.status_code == 200, r.text[:300]
+        assert upstream.responses_requests[-1].body == raw
+    else:
+        refused(r, "nested_too_deep")
+
+
+def _deep_json(value: Any) -> bytes:
+    """JSON past orjson's writing depth (254 levels, not past Python's recursion limit),
+    written by hand."""
+    if isinstance(value, dict):
+        return b"{" + b",".join(orjson.dumps(k) + b":" + _deep_json(v) for k, v in value.items()) + b"}"
+    if isinstance(value, list):
+        return b"[" + b",".join(_deep_json(v) for v in value) + b"]"
+    return orjson.dumps(value)
+
+
+# --- counts ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_a_body_of_countless_empty_parts_is_refused_before_it_is_converted(
+    proxy: RunningProxy, upstream: FakeUpstream, path: str
+) -> None:
+    """Millions of `{}` parts (3 bytes each) took 4 GB before; past MAX_PARTS parts a
+    request is refused with a count, within its size bound."""
+    parts = b",".join([b"{}"] * (MAX_PARTS + 1))
+    if path == "/v1/chat/completions":
+        raw = b'{"model":"gpt-4o","messages":[{"role":"user","content":[' + parts + b"]}]}"
+    else:
+        raw = b'{"model":"gpt-4o","input":[{"role":"user","content":[' + parts + b"]}]}"
+    error = refused(post(proxy, path, raw))
+    assert error["code"] in ("too_many_parts", "too_many_objects")
+    assert not upstream.requests and not upstream.responses_requests
+
+
+def test_density_counts_containers_outside_strings() -> None:
+    """Braces inside strings (code, JSON tool output) are text, not objects: never refused
+    for them; a body made of empty objects is."""
+    code = "def f(x): return {'a': [1, {2: [3]}]}  # \\\" {[" * 20_000
+    check_density(orjson.dumps({"model": "m", "messages": [{"role": "user", "content": code}]}))
+    with pytest.raises(Exception, match="objects"):
+        check_density(b'{"model":"m","input":[' + b",".join([b"{}"] * 200_000) + b"]}")
+
+
+# --- over the window -------------------------------------------------------------------------
+
+
+def test_truncate_mode_refuses_what_cannot_be_cut_below_the_window(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    """300 parallel tool calls (calls cannot be cut) over a 4,000-token window: refused
+    with context_length_exceeded, never forwarded at 6,600 tokens."""
+    (policies_dir / "default.yaml").write_text(
+        "budget: {on_required_overflow: truncate, reserve_output: false}\n"
+        "models:\n  gpt-4o: {context_window: 4000}\n"
+    )
+    proxy = start_proxy()
+    calls = [
+        {"id": f"c{k}", "type": "function", "function": {"name": f"lookup_{k}", "arguments": "{}"}}
+        for k in range(300)
+    ]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "look everything up"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": f"c{k}", "content": "ok"} for k in range(300)),
+    ]
+    r = post(proxy, "/v1/chat/completions", {"model": "gpt-4o", "messages": messages})
+    assert refused(r, "context_length_exceeded")
+    assert "window" in r.json()["error"]["message"]
+    assert not upstream.requests
