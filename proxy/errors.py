@@ -22,6 +22,10 @@ class ProxyError(Exception):
     def body(self) -> bytes:
         return error_body(self.message, self.type, self.param, self.code)
 
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        """Headers the error answer carries besides the JSON content type."""
+        return ()
+
 
 def error_body(message: str, type_: str, param: str | None, code: str | None) -> bytes:
     return orjson.dumps(
@@ -76,9 +80,19 @@ class BodyTooLarge(ProxyError):
 
 
 class QuotaExceeded(ProxyError):
+    """A hard quota is spent: `Retry-After` says when it resets, and `x-should-retry:
+    false` keeps the official SDKs from retrying at once (each retry a row of its own)."""
+
     status = 429
     type = "insufficient_quota"
     code = "quota_exceeded"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
+
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        return ((b"retry-after", b"%d" % self.retry_after_s), (b"x-should-retry", b"false"))
 
 
 class PlanFailed(ProxyError):

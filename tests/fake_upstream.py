@@ -152,6 +152,17 @@ class FakeUpstream:
                 media_type="application/json",
                 headers={"x-upstream": "yes"},
             )
+        if rec.path == "/v1/embeddings" and rec.body.startswith(b"{"):  # else echoed
+            prompt = len(rec.body) // 4
+            return Response(
+                orjson.dumps({
+                    "object": "list",
+                    "data": [{"object": "embedding", "index": 0, "embedding": [0.5] * 8}],
+                    "model": "text-embedding-3-small",
+                    "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+                }),
+                media_type="application/json",
+            )  # fmt: skip
         if rec.path == "/v1/stream-out":
 
             async def parts() -> Any:
@@ -226,6 +237,11 @@ class FakeUpstream:
             if mode == "no_usage"
             else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         )
+        if mode == "sized_usage":  # a token per word of the request, as a tokenizer would
+            prompt = len(rec.body.split())
+            usage = {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
+        elif mode == "negative_usage":
+            usage = {"prompt_tokens": -1_000_000_000, "completion_tokens": 7, "total_tokens": 0}
         answer: dict[str, Any] = {
             "id": "chatcmpl-fake",
             "object": "chat.completion",

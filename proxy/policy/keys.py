@@ -11,6 +11,7 @@ import yaml
 
 from proxy.policy.model import (
     DEFAULT_HEADINGS,
+    DEFAULT_PASSTHROUGH,
     DEFAULT_SECTIONS,
     BudgetPolicy,
     CachePolicy,
@@ -38,6 +39,7 @@ from proxy.policy.schema import (
     positive_int,
     positive_number,
     ratio,
+    route_list,
     share,
     string,
     string_list,
@@ -56,6 +58,7 @@ TOP_LEVEL: dict[str, Field] = {
     "team": string,
     "keys": key_hash,
     "admin_keys": key_hash,
+    "passthrough": route_list,
     "upstream": {
         "base_url": opt(url),
         "api_key_env": opt(string),
@@ -188,6 +191,7 @@ def build_policy(values: dict[str, Any], source: str, name: str) -> Policy:
         source=source,
         keys=tuple(values.get("keys", ())),
         admin_keys=tuple(values.get("admin_keys", ())),
+        passthrough=tuple(values.get("passthrough", DEFAULT_PASSTHROUGH)),
         default_context_window=values.get("default_context_window"),
         models=MappingProxyType(values.get("models", {})),
         sections=MappingProxyType(values.get("sections", dict(DEFAULT_SECTIONS))),

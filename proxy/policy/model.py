@@ -176,6 +176,12 @@ DEFAULT_HEADINGS: Mapping[str, Section] = MappingProxyType(
 )
 
 
+# What a team reaches past the planned routes unless its policy says otherwise: listing
+# models and making embeddings. Stored completions, responses, files and batches live in
+# the provider account that teams sharing an upstream key share: never by default.
+DEFAULT_PASSTHROUGH = ("GET /v1/models", "GET /v1/models/*", "POST /v1/embeddings")
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     name: str = "default"  # the file stem; shown in x-context-policy
@@ -183,6 +189,8 @@ class Policy:
     source: str = "<built-in>"
     keys: tuple[str, ...] = ()
     admin_keys: tuple[str, ...] = ()
+    # The routes other than the planned ones that the team's keys may reach (key mode).
+    passthrough: tuple[str, ...] = DEFAULT_PASSTHROUGH
     upstream: UpstreamPolicy = field(default_factory=UpstreamPolicy)
     budget: BudgetPolicy = field(default_factory=BudgetPolicy)
     default_context_window: int | None = None

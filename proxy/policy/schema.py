@@ -255,6 +255,28 @@ def string_list(node: yaml.Node, problems: Problems, name: str = "value") -> Any
     return tuple(out)
 
 
+_ROUTE = re.compile(r"(\*|GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/v1/[\w./*{}:-]*)")
+
+
+def route_list(node: yaml.Node, problems: Problems, name: str = "passthrough") -> Any:
+    """A list of 'METHOD /v1/path' routes (a `*` in the path matches any run of
+    characters, as fnmatch reads it; `*` for the method, any method), as a tuple."""
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(node, f"{name} must be a list of 'METHOD /v1/path' routes, got {_where(node)}")
+        return INVALID
+    out: list[str] = []
+    for item in node.value:
+        value = _typed(item, problems, name, (str,), "a 'METHOD /v1/path' route")
+        if value is INVALID:
+            continue
+        if not _ROUTE.fullmatch(value.strip()):
+            example = "(e.g. 'GET /v1/models')"
+            problems.add(item, f"{name}: {value!r} is not 'METHOD /v1/path' {example}")
+            continue
+        out.append(value.strip())
+    return tuple(out)
+
+
 def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
     if not isinstance(node, yaml.SequenceNode):
         problems.add(node, f"{name} must be a list of 'sha256:<hex>' strings, got {_where(node)}")

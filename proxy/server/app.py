@@ -87,7 +87,10 @@ class ProxyApp(Starlette):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            endpoint = self._direct.get(scope["path"])
+            path: str = scope["path"]
+            endpoint = self._direct.get(path)
+            if endpoint is None and path.endswith("/"):  # `/v1/chat/completions/` is planned too
+                endpoint = self._direct.get(path.rstrip("/"))
             if endpoint is not None:
                 scope["app"] = self
                 request = Request(scope, receive, send)

@@ -16,8 +16,9 @@ from proxy.server.body_limits import check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
-from proxy.server.forward_step import check_quota, failed, summarize_later, upstream_target
+from proxy.server.forward_step import failed, summarize_later, upstream_target
 from proxy.server.plan_step import checked_density, plan, tag_marks, tokenizer_for
+from proxy.server.quota_step import check_quota, expected_tokens
 from proxy.server.request_body import encoded, parse_chat_body, read_body
 from proxy.server.services import Services
 from proxy.upstream import StreamTap, error_event
@@ -42,6 +43,7 @@ async def chat_completions(request: Request) -> Response:
         ex.outcome = outcome = await plan(
             services, policy, body, tokenizer, len(raw), cached, ex.request_id, tags=tag_marks(raw)
         )
+        check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
         target = upstream_target(services, request.headers, policies, policy, "/chat/completions")
         ex.upstream_started = time.perf_counter()

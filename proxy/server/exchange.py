@@ -45,6 +45,14 @@ def estimate_completion(tokenizer: Tokenizer, text: str, chars_beyond: int = 0) 
     return head + math.ceil((len(text) - len(head_text) + chars_beyond) * rate)
 
 
+# More tokens than any request can use: an upstream's count past it is not booked.
+MAX_REPORTED_TOKENS = 100_000_000
+
+
+def _possible(count: object) -> bool:
+    return type(count) is int and 0 <= count <= MAX_REPORTED_TOKENS
+
+
 class Figures(NamedTuple):
     """A plan's figures the usage row needs: kept past the request, unlike its outcome
     (which holds the whole body)."""
@@ -79,6 +87,7 @@ class Exchange:
     answered: bool = False  # the upstream served an answer (only then is a quota charged)
     cached_tokens: int | None = None  # as the upstream reported them; None when it did not
     api: str = "chat"  # "chat" or "responses": which API the client called
+    held: int = 0  # tokens held against a hard quota until the request is booked
     # Set by finish, read by book: when and how it ended, and the plan's figures.
     ended: float = 0.0
     ended_at: float = 0.0  # time.time(), for the row's timestamp
@@ -128,8 +137,9 @@ class Exchange:
         else:
             prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
             details = usage.get("input_tokens_details")
-        # `type(..) is int`: a JSON true is not a count.
-        if type(prompt) is int and type(completion) is int:
+        # `type(..) is int`: a JSON true is not a count; nor is a negative or absurd one
+        # (booked as reported, it would refund a team's quota): then the row is estimated.
+        if _possible(prompt) and _possible(completion):
             self.prompt_tokens, self.completion_tokens = prompt, completion
             self.usage_from_upstream = True
         if isinstance(details, dict):
@@ -171,6 +181,9 @@ class Exchange:
             completion = self.estimated_completion if answered else 0
             source = "estimated"
         total = prompt + completion
+        if self.held:  # what it held gives way to what it used
+            services.quotas.release(team, self.held)
+            self.held = 0
         if total and policy is not None:
             services.quotas.add(team, total)
         quota = (

@@ -9,7 +9,7 @@ import logging
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from proxy.errors import ProxyError, QuotaExceeded
+from proxy.errors import ProxyError
 from proxy.planner import PlanOutcome, Refused
 from proxy.policy import Policy, PolicySet
 from proxy.server import responses
@@ -26,22 +26,6 @@ from proxy.upstream import Timeouts, clean_headers
 # body, so the client's content-type and content-length must not go along with the proxy's
 # (two Content-Type headers make aiohttp-based upstreams answer 400).
 NOT_FORWARDED = frozenset({"accept-encoding", "content-type", "content-length"})
-
-
-def check_quota(services: Services, ex: Exchange) -> None:
-    """429 before anything goes upstream when the team's hard quota is spent."""
-    assert ex.policy is not None
-    quotas = ex.policy.quotas
-    if quotas.daily_tokens is None and quotas.monthly_tokens is None:
-        return
-    if services.books.pending:  # the requests just finished count too
-        services.books.drain()
-    ex.quota = status = services.quotas.status(ex.policy.team, quotas, ex.policy.thresholds)
-    if quotas.hard_limit and status.exceeded:
-        raise QuotaExceeded(
-            f"Team {ex.policy.team!r} has used its {status.period or ''} token quota "
-            f"({status.used:,} of {status.limit:,}).".replace("  ", " ")
-        )
 
 
 def upstream_url(services: Services, policy: Policy, path: str) -> str:

@@ -14,6 +14,7 @@ from yarl import URL
 from proxy.errors import (
     BodyTimeout,
     BodyTooLarge,
+    Forbidden,
     InvalidRequest,
     ProxyError,
     UpstreamUnreachable,
@@ -21,6 +22,9 @@ from proxy.errors import (
 from proxy.server import request_body, responses
 from proxy.server.auth import headers_not_forwarded, resolve_policy, upstream_authorization
 from proxy.server.disconnect import ClientGone, cancel_on_disconnect
+from proxy.server.exchange import Exchange
+from proxy.server.passthrough_rules import BILLED, Meter, route_allowed
+from proxy.server.quota_step import check_quota
 from proxy.server.request_body import too_large
 from proxy.server.services import Services
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
@@ -34,13 +38,27 @@ async def forward(request: Request) -> Response:
     started = time.perf_counter()
     path = request.url.path
     body: BodyRelay | None = None
+    ex: Exchange | None = None
+    meter = Meter()
     try:
         policies = services.policies.current
         policy = resolve_policy(policies, request.headers)
+        route = path.rstrip("/") or "/"
+        if not policies.open_mode and not route_allowed(policy, request.method, route):
+            raise Forbidden(
+                f"{request.method} {route} is not open to this key: the team's policy lists "
+                "the routes it may use past the planned ones in `passthrough`.",
+                code="route_not_allowed",
+            )
         declared = request.headers.get("content-length")
         limit = services.settings.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(too_large(limit))
+        if request.method == "POST" and route in BILLED:  # checks the quota, books a row
+            ex = Exchange(services.ids.next())
+            ex.policy, ex.api = policy, route.rsplit("/", 1)[-1]
+            # A token per 4 bytes of body: held against a hard quota until it is charged.
+            check_quota(services, ex, int(declared) // 4 if declared and declared.isdigit() else 0)
         headers = clean_headers(request.headers.raw, headers_not_forwarded(policies))
         if declared is not None:
             headers.append(("content-length", declared))
@@ -61,28 +79,40 @@ async def forward(request: Request) -> Response:
                     request.method, url, headers, None, timeouts, streaming=True
                 )
         else:
-            body = BodyRelay(request, limit)
+            body = BodyRelay(request, limit, meter if ex is not None else None)
             upstream = await body.send(services, request.method, url, headers, timeouts)
     except ProxyError as exc:
         services.metrics.observe_passthrough(
             route_group(path), exc.status, time.perf_counter() - started
         )
+        if ex is not None:
+            ex.model = meter.model()
+            ex.finish(services, exc.status, exc.code or exc.type)
         return responses.error(exc)
     except ClientGone:
         services.metrics.observe_passthrough(route_group(path), 499, time.perf_counter() - started)
+        if ex is not None:
+            ex.finish(services, 499, "client_disconnected")
         return Response(status_code=499)
 
     async def relay() -> AsyncGenerator[bytes]:
-        status = upstream.status
+        status, error = upstream.status, None
         try:
             async for chunk in upstream.chunks():
+                if ex is not None:
+                    meter.answer_chunk(chunk)
                 yield chunk
         except UpstreamBroke:
-            status = 502  # headers are gone already; ending the body early is all we can do
+            status, error = 502, "upstream_broke"  # headers are gone: ending early is all
         finally:
             services.metrics.observe_passthrough(
                 route_group(path), status, time.perf_counter() - started
             )
+            if ex is not None:  # the billed route's row: what the upstream said it used
+                ex.model = meter.model()
+                ex.answered = 200 <= upstream.status < 300
+                ex.take_usage(meter.usage())
+                ex.finish(services, status, error)
 
     return responses.streamed(upstream.status, upstream.headers, relay())
 
@@ -151,9 +181,10 @@ def confined_url(base: str, request: Request) -> URL:
 class BodyRelay:
     """Streams the client's body upstream, within the size limit and the read timeout."""
 
-    def __init__(self, request: Request, limit: int) -> None:
+    def __init__(self, request: Request, limit: int, meter: Meter | None = None) -> None:
         self._request = request
         self._limit = limit
+        self._meter = meter  # reads the model of a billed request from its head
         self.problem: ProxyError | None = None
 
     async def send(
@@ -196,4 +227,6 @@ class BodyRelay:
             if size > self._limit:
                 self.problem = BodyTooLarge(too_large(self._limit))
                 raise self.problem
+            if self._meter is not None:
+                self._meter.request_chunk(chunk)
             yield chunk

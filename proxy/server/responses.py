@@ -120,6 +120,9 @@ _UNAUTHORIZED = (*JSON, (b"www-authenticate", b'Bearer realm="context-proxy"'))
 
 
 def error(exc: ProxyError, extra: Headers = ()) -> Plain:
+    own = exc.headers()
+    if own:
+        extra = (*extra, *own)
     return plain(exc.status, _UNAUTHORIZED if exc.status == 401 else JSON, exc.body(), extra)
 
 

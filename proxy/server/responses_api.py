@@ -23,7 +23,6 @@ from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
 from proxy.server.forward_step import (
-    check_quota,
     failed,
     summarize_later,
     upstream_target,
@@ -37,6 +36,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
+from proxy.server.quota_step import check_quota, expected_tokens
 from proxy.server.request_body import (
     check_responses_body,
     encoded,
@@ -77,6 +77,7 @@ async def create_response(request: Request) -> Response:
             tags=tag_marks(raw),
         )  # fmt: skip
         note_previous(body, outcome)
+        check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
         if outcome.changed:
             if big:
                 payload = await off_loop(services, forwarded, services, ex, raw, body, conv)

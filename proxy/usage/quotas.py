@@ -68,6 +68,9 @@ class QuotaBook:
 
     def __init__(self) -> None:
         self._teams: dict[str, _TeamUsage] = {}
+        # Tokens admitted requests expect to use and have not been charged yet, per team:
+        # a hard quota counts them, so that requests admitted at once cannot overshoot it.
+        self.held: dict[str, int] = {}
         # (team, day) -> tokens counted here and not yet handed to the shared state; None
         # while nothing shares the counts, so an embedded proxy keeps no such ledger.
         self._pending: dict[tuple[str, str], int] | None = None
@@ -85,6 +88,16 @@ class QuotaBook:
         self._add_day(team, tokens, day)
         if self._pending is not None and tokens > 0:
             self._remember_unsent(team, day, tokens)
+
+    def hold(self, team: str, tokens: int) -> None:
+        self.held[team] = self.held.get(team, 0) + tokens
+
+    def release(self, team: str, tokens: int) -> None:
+        left = self.held.get(team, 0) - tokens
+        if left > 0:
+            self.held[team] = left
+        else:
+            self.held.pop(team, None)
 
     def share(self, max_pending: int = MAX_PENDING) -> None:
         """From now on remember what `add` counts until `take_pending` hands it over."""

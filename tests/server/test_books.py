@@ -16,7 +16,7 @@ from proxy.policy import PolicyStore
 from proxy.server import books
 from proxy.server.books import Books
 from proxy.server.exchange import Exchange
-from proxy.server.forward_step import check_quota
+from proxy.server.quota_step import check_quota
 from proxy.server.services import open_services
 from proxy.server.settings import Settings
 from proxy.tokens import ContextWindows
