@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from pathlib import Path
 
 import yaml
@@ -15,6 +17,13 @@ log = logging.getLogger("context_proxy.policy")
 
 # How often the file watcher looks for changes and for its stop event (milliseconds).
 WATCH_STEP_MS = 500
+# A changed policy file is read once no policy file has changed for this long: a save
+# that pauses for less is never read half-written. A save that pauses for longer is read
+# as it stands (then refused if it does not parse): save by writing a new file and
+# renaming it over the old one (what most editors and config tools do) for a change that
+# is never seen half-done, or send SIGHUP once the files are complete.
+QUIET_S = 2.0
+QUIET_MAX_WAIT_S = 60.0  # a folder still changing after this: the next change reloads
 
 # File texts by path, and a problem line for each file that could not be read.
 Snapshot = tuple[dict[str, str], list[str]]
@@ -35,10 +44,12 @@ class PolicyStore:
         initial: PolicySet,
         texts: dict[str, str] | None = None,
         settle_s: float = 0.25,
+        quiet_s: float = QUIET_S,
     ) -> None:
         self.directory = directory
         self.current = initial
         self.settle_s = settle_s
+        self.quiet_s = quiet_s
         self._texts = dict(texts or {})  # the file texts of the set in force
 
     @classmethod
@@ -95,7 +106,16 @@ class PolicyStore:
         return problems
 
     async def settled(self) -> Snapshot | None:
-        """The folder once two reads `settle_s` apart agree; None if it keeps changing."""
+        """The folder once no policy file has changed for `quiet_s` and two reads
+        `settle_s` apart agree; None if it keeps changing. A save that stalls (a slow
+        disk, an editor writing in pieces) would otherwise go live as a prefix of the
+        file: a team without its keys or quota until the save completes."""
+        waited = 0.0
+        while (wait := self._newest_change() + self.quiet_s - time.time()) > 0:
+            if waited > QUIET_MAX_WAIT_S:
+                return None
+            await asyncio.sleep(wait)
+            waited += wait
         before = self._read()
         for _ in range(8):
             await asyncio.sleep(self.settle_s)
@@ -104,6 +124,19 @@ class PolicyStore:
                 return after
             before = after
         return None
+
+    def _newest_change(self) -> float:
+        """When a policy file in the folder last changed (mtime), 0 when none can be read."""
+        try:
+            files = list(Path(self.directory).iterdir())
+        except OSError:
+            return 0.0
+        newest = 0.0
+        for path in files:
+            if path.suffix in (".yaml", ".yml"):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, path.stat().st_mtime)
+        return newest
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload when a policy file changes, until `stop` is set."""

@@ -19,6 +19,7 @@ def keyed(tmp_path: Path) -> tuple[Path, PolicyStore]:
     (tmp_path / "default.yaml").write_text("")  # empty from the start: a valid policy
     (tmp_path / "research.yaml").write_text(TEAM)
     store = PolicyStore.load(str(tmp_path))
+    store.quiet_s = 0.3  # the quiet window, shortened for the tests
     assert not store.current.open_mode
     return tmp_path / "research.yaml", store
 
@@ -131,3 +132,37 @@ def test_watch_never_opens_the_proxy_during_a_save(keyed: tuple[Path, PolicyStor
     asyncio.run(run())
     assert not any(seen_open)
     assert enforced(store) and store.current.by_team("research").budget.ratio == 0.4
+
+
+QUOTA_TEAM = TEAM + "quotas: {daily_tokens: 1000, hard_limit: true}\n"
+
+
+def test_a_save_that_pauses_mid_file_never_goes_live_as_its_prefix(
+    keyed: tuple[Path, PolicyStore],
+) -> None:
+    """A save that stalls 0.4 s after writing the first half (the keys, not the quota):
+    two reads 0.25 s apart agreed on the half, which went live (the spent team served
+    again). The folder is read only once no file has changed for the quiet window."""
+    path, store = keyed
+    store.quiet_s, store.settle_s = 0.8, 0.1
+    path.write_text(QUOTA_TEAM)
+    assert store.reload()
+    half = QUOTA_TEAM[: QUOTA_TEAM.index("quotas")]
+    read: list[bool] = []
+
+    async def save_with_a_stall() -> None:
+        path.write_text(half)
+        await asyncio.sleep(0.4)
+        path.write_text(QUOTA_TEAM.replace("1000", "2000"))
+
+    async def run() -> None:
+        writer = asyncio.ensure_future(save_with_a_stall())
+        await asyncio.sleep(0.05)
+        snapshot = await store.settled()
+        await writer
+        assert snapshot is not None
+        read.append(store.apply(snapshot))
+
+    asyncio.run(run())
+    assert read == [True]
+    assert store.current.by_team("research").quotas.daily_tokens == 2000
