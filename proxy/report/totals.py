@@ -124,30 +124,36 @@ def aggregate(
         try:  # read everything first, so a bad field skips the whole line, not half of it
             rec = orjson.loads(line)
             ts = rec["ts"]
+            if not isinstance(ts, str):
+                raise TypeError("ts")
             day = ts[:10]
             if (since is not None and ts < since) or (until is not None and ts >= until):
                 continue
             key = tuple([_group_value(rec, k, ts) for k in by])
-            total = int(rec.get("total_tokens") or 0)
-            prompt = int(rec.get("prompt_tokens") or 0)
-            completion = int(rec.get("completion_tokens") or 0)
-            removed = int(rec.get("tokens_before") or 0) - int(rec.get("tokens_after") or 0)
-            cached = int(rec.get("cached_tokens") or 0)
+            total = _count(rec.get("total_tokens"))
+            prompt = _count(rec.get("prompt_tokens"))
+            completion = _count(rec.get("completion_tokens"))
+            removed = _count(rec.get("tokens_before")) - _count(rec.get("tokens_after"))
+            cached = _count(rec.get("cached_tokens"))
             cost, saved = rec.get("cost_usd"), rec.get("saved_usd")
-            cost, saved = (None, 0.0) if cost is None else (float(cost), float(saved or 0.0))
-            error = int(rec.get("status") or 0) >= 400 or rec.get("error") is not None
-            latency = float(rec.get("latency_ms") or 0.0)
+            cost, saved = (None, 0.0) if cost is None else (_amount(cost), _amount(saved or 0.0))
+            status = _count(rec.get("status"))
+            error = status >= 400 or rec.get("error") is not None
+            latency = _amount(rec.get("latency_ms") or 0.0)
             util = rec.get("utilization")
+            util = None if util is None else _amount(util)
             util_bin = None if util is None else min(max(int(util / UTIL_BIN), 0), UTIL_BINS - 1)
             level, team, model = rec.get("level"), str(rec.get("team")), str(rec.get("model"))
-            kind = error_kind(int(rec.get("status") or 0), rec.get("error"))
+            if level not in _LEVELS:
+                raise ValueError("level")
+            kind = error_kind(status, rec.get("error"))
             quota_limit = rec.get("quota_limit")
             quota = None
             if quota_limit is not None:
-                quota = (int(rec.get("quota_used") or 0), int(quota_limit))
+                quota = (_count(rec.get("quota_used")), _count(quota_limit))
                 quota_level = str(rec.get("quota_level") or "normal")
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
-            agg.skipped += 1
+            agg.skipped += 1  # a torn or hand-made line: said in the report, never fatal
             continue
         stats = groups.get(key)
         if stats is None:
@@ -190,6 +196,26 @@ def aggregate(
             agg.tally.add_quota(team, day, quota[0], quota[1], quota_level)
         agg.lines += 1
     return agg
+
+
+_LEVELS = (None, "normal", "warning", "critical")
+_MAX_COUNT = 1 << 53  # past what a float adds exactly: no usage row holds as many tokens
+
+
+def _count(value: Any) -> int:
+    """A row's token count or status: a whole number in [0, 2^53] (absent: 0)."""
+    if value is None:
+        return 0
+    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+        raise ValueError("count")
+    return value
+
+
+def _amount(value: Any) -> float:
+    """A row's dollars, milliseconds or ratio: a finite number, well inside a float."""
+    if type(value) not in (int, float) or not abs(value) < 1e15:  # also NaN, inf
+        raise ValueError("amount")
+    return float(value)
 
 
 def _group_value(rec: dict[str, Any], key: str, ts: str) -> str:

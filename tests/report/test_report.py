@@ -268,3 +268,44 @@ def test_html_is_self_contained_and_escapes_names(
     for needle in ("src=", "href=", "@import", "url(", "https://"):
         assert needle not in html
     assert html.count('class="bar"') > 40
+
+
+GOOD = {"ts": "2026-11-20T10:00:00.000Z", "team": "a", "model": "m", "status": 200,
+        "prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "level": "normal",
+        "cost_usd": 0.001, "saved_usd": 0.0, "latency_ms": 12.0, "utilization": 0.5}  # fmt: skip
+HOSTILE = [
+    b'{"ts": ["2026-11-20"], "team": "a", "total_tokens": 1}',
+    b'{"ts": {"d": 1}, "team": "a", "total_tokens": 1}',
+    b'{"ts": "2026-11-20T10:00:00Z", "level": ["warning"], "total_tokens": 1}',
+    b'{"ts": "2026-11-20T10:00:00Z", "level": {"x": 1}, "total_tokens": 1}',
+    b'{"ts": "2026-11-20T10:00:00Z", "total_tokens": 18446744073709551615}',
+    b'{"ts": "2026-11-20T10:00:00Z", "prompt_tokens": -5}',
+    b'{"ts": "2026-11-20T10:00:00Z", "utilization": 1e308}',
+    b'{"ts": "2026-11-20T10:00:00Z", "utilization": -1e308}',
+    b'{"ts": "2026-11-20T10:00:00Z", "cost_usd": "NaN"}',
+    b'{"ts": "2026-11-20T10:00:00Z", "cost_usd": "inf"}',
+    b'{"ts": "2026-11-20T10:00:00Z", "cost_usd": 1e999}',
+]
+
+
+@pytest.mark.parametrize("output", ["table", "json", "csv", "html"])
+def test_bad_lines_are_skipped_and_counted_in_every_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    """Each line here aborted `context-proxy report` (or its HTML) before."""
+    path = tmp_path / "u.jsonl"
+    path.write_bytes(b"\n".join([orjson.dumps(GOOD), *HOSTILE, orjson.dumps(GOOD)]) + b"\n")
+    argv = [str(path)]
+    if output == "html":
+        argv += ["--html", str(tmp_path / "d.html")]
+    elif output != "table":
+        argv += ["--format", output]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0
+    assert f"skipped {len(HOSTILE)} malformed lines" in err
+    if output == "json":
+        doc = orjson.loads(out)
+        assert doc["skipped_lines"] == len(HOSTILE) and doc["total"]["total_tokens"] == 30
+    if output == "html":
+        page = (tmp_path / "d.html").read_text()
+        assert "NaN" not in page and "Infinity" not in page
