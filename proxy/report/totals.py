@@ -140,8 +140,8 @@ def aggregate(
             status = _count(rec.get("status"))
             error = status >= 400 or rec.get("error") is not None
             latency = _amount(rec.get("latency_ms") or 0.0)
-            util = rec.get("utilization")
-            util = None if util is None else _amount(util)
+            util_given = rec.get("utilization")
+            util = None if util_given is None else _amount(util_given)
             util_bin = None if util is None else min(max(int(util / UTIL_BIN), 0), UTIL_BINS - 1)
             level, team, model = rec.get("level"), str(rec.get("team")), str(rec.get("model"))
             if level not in _LEVELS:
@@ -187,9 +187,9 @@ def aggregate(
             per_team = day_team[day] = {}
         per_team[team] = per_team.get(team, 0) + total
         models[model] = models.get(model, 0) + total
-        if util_bin is not None:
+        if util_bin is not None and util is not None:
             agg.util_hist[util_bin] += 1
-            agg.util_max = max(agg.util_max, float(util))
+            agg.util_max = max(agg.util_max, util)
         if kind is not None:
             agg.tally.add_error(team, kind)
         if quota is not None:
