@@ -91,8 +91,11 @@ def response(body: dict[str, Any], text: str, size: int, arguments: str) -> dict
     }
 
 
-async def events(answer: dict[str, Any], broken: bool) -> AsyncIterator[bytes]:
-    """The typed events of a streamed Response; `broken` ends it after two deltas."""
+async def events(
+    answer: dict[str, Any], broken: bool, cut_short: bool = False
+) -> AsyncIterator[bytes]:
+    """The typed events of a streamed Response; `broken` ends it after two deltas with a
+    reset connection, `cut_short` cleanly (no response.completed)."""
     seq = 0
 
     def event(kind: str, **data: Any) -> bytes:
@@ -125,6 +128,8 @@ async def events(answer: dict[str, Any], broken: bool) -> AsyncIterator[bytes]:
             await asyncio.sleep(0.002)
             if broken and i == 1:
                 raise ConnectionResetError("fake upstream breaks mid-stream")
+            if cut_short and i == 1:
+                return
         yield event("response.output_text.done", text=text, logprobs=[], **where)
         yield event("response.content_part.done", part=item["content"][0], **where)
         yield event("response.output_item.done", output_index=index, item=item)

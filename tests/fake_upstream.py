@@ -117,7 +117,7 @@ class FakeUpstream:
             answer["usage"] = None
         if body.get("stream"):
             return StreamingResponse(
-                fake_responses.events(answer, broken=mode == "break"),
+                fake_responses.events(answer, broken=mode == "break", cut_short=mode == "cut_short"),
                 media_type="text/event-stream",
             )
         return Response(orjson.dumps(answer), media_type="application/json")

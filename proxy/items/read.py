@@ -45,6 +45,7 @@ class Converted:
     body: dict[str, Any]  # the neutral chat body: model, messages, tools, budget fields
     messages: list[dict[str, Any]]  # the chat messages as made (kept ones come back as these)
     sources: list[Source]
+    tagged: bool = False  # an input item carries x_context: never forwarded as it came
 
 
 def is_responses_body(body: dict[str, Any]) -> bool:
@@ -70,12 +71,15 @@ def to_chat(body: dict[str, Any]) -> Converted:
     given = body.get("input")
     if isinstance(given, str):
         add({"role": "user", "content": given}, "text", [])
-    elif isinstance(given, list):
+    tagged = False
+    if isinstance(given, list):
         pending: list[int] = []  # reasoning items waiting for the item they precede
         open_call: dict[str, Any] | None = None  # the assistant message calls still merge into
         called: set[str] = set()
         for i, item in enumerate(given):
             kind = _kind(item)
+            if kind is not None and "x_context" in item:
+                tagged = True
             if kind == "reasoning":
                 pending.append(i)
                 continue
@@ -117,7 +121,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
     limit = body.get("max_output_tokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
         neutral["max_completion_tokens"] = limit
-    return Converted(neutral, list(messages), sources)
+    return Converted(neutral, list(messages), sources, tagged)
 
 
 def opaque(value: Any) -> dict[str, Any]:

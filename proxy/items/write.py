@@ -36,11 +36,11 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
             text_input = given if same or not isinstance(content, str) else content
             items.append({"role": "user", "content": text_input})
         elif same or source.kind in ("call", "opaque"):
-            items += [given[i] for i in source.items]
+            items += [_untagged(given[i]) for i in source.items]
         else:  # an edited message or output; its reasoning items as they came
             edit = source.main
             items += [
-                _edited(given[i], source.kind, content) if i == edit else given[i]
+                _edited(given[i], source.kind, content) if i == edit else _untagged(given[i])
                 for i in source.items
             ]
     out = dict(body)  # the body's keys in their order, two of them replaced
@@ -52,6 +52,13 @@ def to_responses(body: dict[str, Any], conv: Converted, planned: list[Any]) -> d
         only_text = text_input is not None and len(items) == 1
         out["input"] = text_input if only_text else items
     return out
+
+
+def _untagged(item: Any) -> Any:
+    """An item as it came, but for its x_context tag (never forwarded, on any item)."""
+    if isinstance(item, dict) and "x_context" in item:
+        return {k: v for k, v in item.items() if k != "x_context"}
+    return item
 
 
 def _edited(item: dict[str, Any], kind: str, content: Any) -> dict[str, Any]:

@@ -80,6 +80,10 @@ async def relay_stream(
         rest = tap.flush()
         if rest:
             yield rest
+        if not tap.finished:  # ended cleanly but early: the client must not take it as whole
+            status, error = 502, "upstream_stream_incomplete"
+            message = "The upstream stream ended before its final event."
+            yield error_event(message, "upstream_error", error)
     except UpstreamBroke as exc:
         status = 504 if exc.timed_out else 502
         error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"

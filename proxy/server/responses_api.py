@@ -78,7 +78,7 @@ async def create_response(request: Request) -> Response:
         )  # fmt: skip
         note_previous(body, outcome)
         check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
-        if outcome.changed:
+        if outcome.changed or conv.tagged:
             if big:
                 payload = await off_loop(services, forwarded, services, ex, raw, body, conv)
             else:
@@ -143,7 +143,7 @@ def forwarded(
 
 def rewritten(body: dict[str, Any], conv: Converted, outcome: PlanOutcome) -> dict[str, Any]:
     """The Responses body to forward: as it came when the plan changed nothing."""
-    if not outcome.changed:
+    if not outcome.changed and not conv.tagged:
         return body
     return to_responses(body, conv, outcome.body["messages"])
 

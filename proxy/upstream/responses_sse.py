@@ -20,12 +20,22 @@ _DELTAS = frozenset(
 )
 
 
+_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
 class ResponsesTap(StreamTap):
     """StreamTap's bounded event splitting; nothing is removed from the stream (Responses
     events always carry their usage, the client gets every event as the upstream sent it)."""
 
     def __init__(self, max_kept_bytes: int = MAX_KEPT_BYTES) -> None:
         super().__init__(True, max_kept_bytes)  # True: no usage is removed from the events
+        self.ended = False
+
+    @property
+    def finished(self) -> bool:
+        """The final event came (response.completed, .incomplete or .failed: each holds
+        the response object, with its `usage` key)."""
+        return self.ended
 
     def _inspect(self, event: bytes) -> bytes:
         # Only events with a `"usage"` key get here, or a [DONE]; the final response's usage
@@ -34,6 +44,9 @@ class ResponsesTap(StreamTap):
             parsed = _json_payload(event)
             response = parsed.get("response") if parsed is not None else None
             usage = response.get("usage") if isinstance(response, dict) else None
+            kind = parsed.get("type") if parsed is not None else None
+            if isinstance(kind, str) and kind in _FINAL:
+                self.ended = True
             if isinstance(usage, dict):
                 self.usage = usage  # Exchange.take_usage reads the Responses names
         self._keep(event)

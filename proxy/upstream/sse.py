@@ -50,6 +50,11 @@ class StreamTap:
         self.usage: dict[str, Any] | None = None
         self.saw_done = False
 
+    @property
+    def finished(self) -> bool:
+        """The stream reached its end: the `[DONE]` or the final usage chunk."""
+        return self.saw_done or self.usage is not None
+
     def feed(self, chunk: bytes) -> bytes:
         """The complete events in `chunk` (plus what was pending) that the client should get."""
         if not self._buf and not self._cr and not self._skipping and b"\r" not in chunk:

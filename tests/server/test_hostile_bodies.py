@@ -174,3 +174,40 @@ def test_truncate_mode_refuses_what_cannot_be_cut_below_the_window(
     assert refused(r, "context_length_exceeded")
     assert "window" in r.json()["error"]["message"]
     assert not upstream.requests
+
+
+# --- what goes upstream, and what a cut stream records ---------------------------------------
+
+
+def test_x_context_on_any_responses_item_is_never_forwarded(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """x_context on a function_call_output (or a call) was forwarded as it came."""
+    items = [
+        {"role": "user", "content": "look it up"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}",
+         "x_context": {"priority": "low"}},
+        {"type": "function_call_output", "call_id": "c1", "output": "found",
+         "x_context": {"priority": "required", "section": "system_prompt"}},
+    ]  # fmt: skip
+    r = post(proxy, "/v1/responses", responses_body(input=items))
+    assert r.status_code == 200
+    sent = upstream.responses_requests[-1].json()["input"]
+    assert sent == [{k: v for k, v in i.items() if k != "x_context"} for i in items]
+
+
+def test_a_responses_stream_cut_short_ends_with_an_error_and_records_it(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """An upstream stream that ends cleanly before response.completed: the client got no
+    error event and the row said 200 with no error."""
+    from tests.server.test_proxy_e2e import usage_rows
+
+    upstream.mode = "cut_short"
+    body = responses_body(input="Say hello to everyone here.", stream=True)
+    with httpx.stream("POST", proxy.url + "/v1/responses", json=body, timeout=30) as r:
+        text = r.read().decode()
+    last = [line for line in text.splitlines() if line.startswith("data: ")][-1]
+    assert orjson.loads(last[6:])["type"] == "error"
+    (row,) = usage_rows(proxy)
+    assert row["error"] == "upstream_stream_incomplete" and row["status"] == 502
