@@ -185,3 +185,102 @@ def test_thousands_of_messages_and_huge_strings() -> None:
         plan_request(huge, policy, COUNTER.for_model("gpt-4o", policy), 4000)
     except ProxyError as exc:
         assert exc.code == "context_length_exceeded"
+
+
+# --- Responses bodies of hostile shapes ---------------------------------------------------------
+
+odd = st.one_of(json_value, st.lists(st.text(max_size=5), max_size=3), st.dictionaries(
+    st.text(max_size=5), st.integers(), max_size=2))  # fmt: skip
+call_ids = st.sampled_from(["c1", "c1", "c2", "", 7, None])  # duplicates, empty, wrong types
+item = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "developer"]), odd)},
+        optional={
+            "type": st.one_of(st.just("message"), odd),
+            "content": st.one_of(
+                tag_text,
+                st.lists(
+                    st.one_of(
+                        st.fixed_dictionaries(
+                            {"type": st.one_of(st.sampled_from(["input_text", "output_text"]), odd)},
+                            optional={"text": st.one_of(tag_text, odd)},
+                        ),
+                        st.just({}),
+                        odd,
+                    ),
+                    max_size=6,
+                ),
+                odd,
+            ),
+            "x_context": x_context,
+        },
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("function_call"), "call_id": call_ids},
+        optional={"name": st.one_of(st.just("f"), odd), "arguments": st.one_of(st.just("{}"), odd)},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("function_call_output"), "call_id": call_ids},
+        optional={"output": st.one_of(tag_text, odd), "x_context": x_context},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["reasoning", "web_search_call", "x"])}, optional={"summary": odd}
+    ),
+    odd,
+)
+responses_body = st.fixed_dictionaries(
+    {"model": st.just("gpt-4o")},
+    optional={
+        "input": st.one_of(st.lists(item, max_size=10), tag_text, odd),
+        "instructions": st.one_of(tag_text, odd),
+        "tools": odd,
+        "tool_choice": odd,
+        "max_output_tokens": st.one_of(st.integers(0, 400), odd),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses_body, st.integers(0, 300))
+def test_any_responses_body_gives_a_plan_or_a_client_error(value: Any, depth: int) -> None:
+    """The server's steps for a Responses body (checks, reading items, planning, writing
+    items back): a plan whose body is JSON without x_context, or a 4xx; never a crash.
+    Bodies are also nested `depth` levels inside an opaque item."""
+    from proxy.items import to_chat, to_responses
+    from proxy.server.body_limits import check_counts, check_density
+    from proxy.server.request_body import check_responses_body, encoded, parse_model_body
+
+    if isinstance(value.get("input"), list):
+        value["input"].append({"type": "web_search_call", "action": _nest(depth)})
+    raw = _raw(value)
+    for policy in (SMALL_WINDOW, TRUNCATE):
+        try:
+            check_density(raw)
+            body = check_responses_body(parse_model_body(raw))
+            check_counts(body.get("input"), "input")
+            conv = to_chat(body)
+            tokenizer = COUNTER.for_model("gpt-4o", policy)
+            outcome = plan_request(conv.body, policy, tokenizer, 300)
+            sent = to_responses(body, conv, outcome.body["messages"])
+            out = encoded(sent)
+        except ProxyError as exc:
+            assert 400 <= exc.status < 500
+            continue
+        assert b'"x_context"' not in out  # no key that long is drawn but the tags
+
+
+def _nest(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _raw(value: Any) -> bytes:
+    """JSON of `value`, also past orjson's writing depth (written by hand, iteratively)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        from proxy.tokens import deep_json_text
+
+        return deep_json_text(value).encode()
