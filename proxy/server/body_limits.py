@@ -4,10 +4,10 @@ A JSON body is parsed into Python objects that take far more room than their tex
 empty object `{}` is 3 bytes of JSON and about 70 bytes parsed (a 16 MiB body of them
 took 385 MB to parse, 4 GB more to read as Responses items). So before parsing, a body
 whose objects and arrays (outside strings) come at fewer than BYTES_PER_CONTAINER bytes
-each is refused; after parsing, a request with more than MAX_ITEMS messages or items or
-MAX_PARTS content parts is refused with its count, before any of them is converted,
-counted or planned. Both limits are far past what real traffic sends: an agent's 2,000
-steps are 4,000 items.
+each is refused; after parsing, a request with more messages or items, or content parts,
+than its size allows (and never more than MAX_ITEMS, MAX_PARTS) is refused with its
+count, before any of them is converted, counted or planned. The limits are far past what
+real traffic sends: an agent's 2,000 steps are 4,000 items.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ from proxy.errors import InvalidRequest
 MAX_ITEMS = 100_000  # messages (chat) or input items (Responses) in one request
 MAX_PARTS = 100_000  # content parts, over all of them
 BYTES_PER_CONTAINER = 16  # parsed, an object or array takes ~4x this; its text, no less
+# Read into the planner's messages and items, an entry or a part costs ~700 bytes more:
+# bodies hold at most one per this many bytes on average (a real part holds text; a
+# message `{"role":"user","content":"hi"}` alone is 30), so that a body's memory stays
+# within 16x its size (bench_hostile.py).
+BYTES_PER_ITEM = 32
+BYTES_PER_PART = 64
 FREE_CONTAINERS = 4096  # a small body may be all structure
 # Items past this are converted and planned in a worker thread, whatever the bytes.
 INLINE_MAX_ITEMS = 2_000
@@ -54,14 +60,17 @@ def check_density(raw: bytes) -> None:
         )
 
 
-def check_counts(entries: Any, what: str) -> int:
+def check_counts(entries: Any, what: str, size: int) -> int:
     """The number of `entries` (chat messages or Responses input items) and their content
-    parts, refused past MAX_ITEMS or MAX_PARTS; returns items plus parts."""
+    parts, refused past what a body of `size` bytes may hold (MAX_ITEMS and MAX_PARTS at
+    most); returns items plus parts."""
     if not isinstance(entries, list):
         return 1
-    if len(entries) > MAX_ITEMS:
+    most_items = min(MAX_ITEMS, FREE_CONTAINERS + size // BYTES_PER_ITEM)
+    if len(entries) > most_items:
         raise InvalidRequest(
-            f"'{what}' holds {len(entries):,} entries; the proxy plans at most {MAX_ITEMS:,}.",
+            f"'{what}' holds {len(entries):,} entries; the proxy plans at most "
+            f"{most_items:,} in a body of {size:,} bytes.",
             param=what,
             code="too_many_parts",
         )
@@ -70,9 +79,11 @@ def check_counts(entries: Any, what: str) -> int:
         content = entry.get("content") if isinstance(entry, dict) else None
         if isinstance(content, list):
             parts += len(content)
-    if parts > MAX_PARTS:
+    most_parts = min(MAX_PARTS, FREE_CONTAINERS + size // BYTES_PER_PART)
+    if parts > most_parts:
         raise InvalidRequest(
-            f"'{what}' holds {parts:,} content parts; the proxy plans at most {MAX_PARTS:,}.",
+            f"'{what}' holds {parts:,} content parts; the proxy plans at most "
+            f"{most_parts:,} in a body of {size:,} bytes.",
             param=what,
             code="too_many_parts",
         )

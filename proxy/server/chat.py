@@ -35,7 +35,7 @@ async def chat_completions(request: Request) -> Response:
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
         body = parse_chat_body(raw)
-        check_counts(body["messages"], "messages")
+        check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)

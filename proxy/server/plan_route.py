@@ -52,13 +52,13 @@ async def context_plan(request: Request) -> Response:
         body = parse_model_body(raw)
         conv: Converted | None = None
         if is_responses_body(body):
-            entries = check_counts(check_responses_body(body).get("input"), "input")
+            entries = check_counts(check_responses_body(body).get("input"), "input", len(raw))
             big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
             conv = await off_loop(services, to_chat, body) if big else to_chat(body)
             chat = conv.body
         else:
             chat = check_chat_body(body)
-            check_counts(chat["messages"], "messages")
+            check_counts(chat["messages"], "messages", len(raw))
         ex.model = checked_model(body)
         tokenizer = await tokenizer_for(services, ex.model, policy)
         cached = await services.summaries.lookup(policy, chat)

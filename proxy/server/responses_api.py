@@ -62,7 +62,7 @@ async def create_response(request: Request) -> Response:
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
         body = check_responses_body(parse_model_body(raw))
-        entries = check_counts(body.get("input"), "input")
+        entries = check_counts(body.get("input"), "input", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)

@@ -121,7 +121,9 @@ class ChatTokenizer:
             key = self._key(m) if isinstance(m, dict) else None
             if key is None or get(key) is None:
                 content = m.get("content") if isinstance(m, dict) else None
-                left -= len(content) if type(content) is str else len(json_text(m))
+                if type(content) is not str:  # parts, calls: no cheap size, so not "seen"
+                    return False
+                left -= len(content)
                 if left < 0:
                     return False
         return True

@@ -257,7 +257,7 @@ def test_any_responses_body_gives_a_plan_or_a_client_error(value: Any, depth: in
         try:
             check_density(raw)
             body = check_responses_body(parse_model_body(raw))
-            check_counts(body.get("input"), "input")
+            check_counts(body.get("input"), "input", len(raw))
             conv = to_chat(body)
             tokenizer = COUNTER.for_model("gpt-4o", policy)
             outcome = plan_request(conv.body, policy, tokenizer, 300)

@@ -211,3 +211,18 @@ def test_a_responses_stream_cut_short_ends_with_an_error_and_records_it(
     assert orjson.loads(last[6:])["type"] == "error"
     (row,) = usage_rows(proxy)
     assert row["error"] == "upstream_stream_incomplete" and row["status"] == 502
+
+
+def test_parts_are_bounded_by_the_body_size(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    """28,000 tiny text parts in 980 KB took 20 MB (21x the body) to read and plan: a body
+    holds at most one part per BYTES_PER_PART bytes (past the first FREE_CONTAINERS)."""
+    from proxy.server.body_limits import BYTES_PER_PART, FREE_CONTAINERS
+
+    part = b'{"type":"input_text","text":"a b"}'
+    raw = b'{"model":"gpt-4o","input":[{"role":"user","content":[' + b",".join([part] * 28_000)
+    raw += b"]}]}"
+    assert FREE_CONTAINERS + len(raw) // BYTES_PER_PART < 28_000
+    error = refused(post(proxy, "/v1/responses", raw), "too_many_parts")
+    assert "28,000 content parts" in error["message"]
+    fewer = b'{"model":"gpt-4o","input":[{"role":"user","content":[' + b",".join([part] * 3000)
+    assert post(proxy, "/v1/responses", fewer + b"]}]}").status_code == 200
