@@ -11,8 +11,8 @@ required); it is always written back as it came.
 
 Every chat message carries MARK, the index of its Source: where its items are in `input`.
 Approximate, said here once: reasoning items are not counted (their content is encrypted),
-built-in tools (web_search, file_search ...) add nothing to the count, an opaque item and a
-content part the chat tokenizer does not know are counted as their JSON text.
+tools of every kind are counted (proxy.tokens.tool_kinds), an opaque item and a content
+part the chat tokenizer does not know are counted as their JSON text.
 """
 
 from __future__ import annotations
@@ -109,11 +109,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
                 add(opaque([given[i] for i in pending]), "opaque", pending)
     neutral: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     given_tools = body.get("tools")
-    if isinstance(given_tools, list):
-        tools = [t for t in map(_tool, given_tools) if t is not None]
-        if tools:
-            neutral["tools"] = tools
-    elif given_tools is not None:  # not a list: counted as chat counts junk (its JSON text)
+    if given_tools is not None:  # every kind counted by the chat tokenizer (tool_kinds.py)
         neutral["tools"] = given_tools
     choice = _tool_choice(body.get("tool_choice"))
     if choice is not None:
@@ -199,20 +195,6 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
         return {"type": "image_url", "image_url": {"url": url, "detail": part.get("detail")}}
     # input_file, input_audio ...: counted as their JSON (approximate), written back as given
     return {"type": "text", "text": json_text(part)}
-
-
-def _tool(tool: Any) -> dict[str, Any] | None:
-    """A Responses function tool (flat: type, name, parameters) in the chat schema, for
-    counting; a custom tool as a function without parameters; built-in tools not counted."""
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        return None
-    if tool.get("type") == "function":
-        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
-    elif tool.get("type") == "custom":
-        function = {k: tool[k] for k in ("name", "description") if k in tool}
-    else:
-        return None
-    return {"type": "function", "function": function}
 
 
 def _tool_choice(choice: Any) -> Any:

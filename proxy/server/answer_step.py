@@ -88,8 +88,10 @@ async def relay_stream(
         status = 504 if exc.timed_out else 502
         error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
         yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
-    except (asyncio.CancelledError, GeneratorExit):  # the client left mid-stream
+    except (asyncio.CancelledError, GeneratorExit):  # the client left, or the server stops
         status, error = 499, "client_disconnected"
+        if services.stopping:  # the grace period is over: the server cut it, not the client
+            status, error = 503, "server_shutdown"
         raise
     finally:
         upstream.close()

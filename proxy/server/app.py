@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import FrameType
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -103,11 +105,28 @@ class ProxyApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
+def note_sigterm(services: Services) -> None:
+    """Mark the services as stopping on SIGTERM, then let the server's own handler drain
+    (uvicorn's, installed before the lifespan starts): a stream the grace period cuts is
+    recorded as the server's doing (`server_shutdown`), not the client's. Outside the main
+    thread (an embedded app) there is no signal to watch."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        services.stopping = True
+        if callable(previous):
+            previous(signum, frame)
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
+            note_sigterm(services)
             yield
 
     direct: dict[str, Endpoint] = {

@@ -49,6 +49,7 @@ class Services:
     plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
     books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
+    stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""

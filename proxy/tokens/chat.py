@@ -6,17 +6,16 @@ Counting (OpenAI's chat format; checked against published API counts in tests):
   a legacy `function` message costs 2 less; a `function_call` or each of `tool_calls`
   adds tokens(name) + tokens(arguments) + 3; a `tool_call_id` adds its tokens (a stand-in
   for the function name OpenAI renders there: slightly over, never under);
-- content parts: text (and refusal) parts as text, `image_url` parts by proxy.tokens.images,
-  other parts (audio, files) are not counted;
-- per request: 3 for reply priming (2 for o3/o4 models, as the API reports);
-  `tools`/`functions` rendered as OpenAI's TypeScript namespace (proxy.tokens.function_schema;
-  legacy `functions` alone nest as they did: indented, nested descriptions dropped) + 9,
-  less 1 for `tools` with a property that has no description (render_functions says why),
+- content parts: text (and refusal) parts as text, `image_url` parts by images.py, other
+  parts (audio, files) not; per request: 3 for reply priming (2 for o3/o4 models);
+  `tools` (every kind: tool_kinds.py)/`functions` rendered as OpenAI's TypeScript namespace
+  (function_schema.py; legacy `functions` alone nest as they did) + 9, less 1 for `tools`
+  with a property that has no description (render_functions says why),
   minus 4 when a system message is present, whose first one is padded with a newline;
   `tool_choice` "none" +1, a named tool +7 + tokens(name), a named legacy `function_call` +4
   + tokens(name); a `response_format` json_schema: tokens of its name and JSON schema + 8.
-Counts per message are cached by content (Python's 64-bit hash of the message's strings,
-or of its JSON bytes), in a bounded cache shared by all tokenizers (token_text.CountCache).
+Counts per message are cached by content (a 64-bit hash of its strings or JSON bytes), in
+a bounded cache shared by all tokenizers (text.CountCache).
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import orjson
 from proxy.tokens.function_schema import json_text, render_functions
 from proxy.tokens.images import ImageRule, image_tokens
 from proxy.tokens.text import CountCache, HFText, TiktokenText
+from proxy.tokens.tool_kinds import tool_functions
 from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
@@ -246,14 +246,14 @@ class ChatTokenizer:
         count = self._text.count
         n = self._priming  # every reply is primed with <|start|>assistant<|message|>
         # Bodies come from clients: any field may have any JSON type, so shapes are checked.
-        functions = [t.get("function", t) for t in _dicts(body.get("tools"))]
-        functions = [f for f in functions if isinstance(f, dict)]
+        functions = tool_functions(body.get("tools"))  # every kind of tool (tool_kinds.py)
         only_legacy = not functions  # only legacy `functions`: nested parts render as they did
         functions += _dicts(body.get("functions"))
         if functions:
             rendered, less = render_functions(functions, only_legacy)
             n += count(rendered) - less + 9
-            system = next((m for m in _dicts(body.get("messages")) if _role(m) == "system"), None)
+            messages = _dicts(body.get("messages"))
+            system = next((m for m in messages if m.get("role") == "system"), None)
             if system is not None:
                 n -= 4
                 text = system.get("content")
@@ -283,8 +283,6 @@ def _dicts(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _role(message: object) -> object:
-    return message.get("role") if isinstance(message, dict) else None
 
 
 def _in_thread(work: Callable[[], T]) -> Future[T]:

@@ -116,6 +116,8 @@ def test_sigterm_grace_period_bounds_an_endless_stream(
     assert wait_until(lambda: fault.open_count() == 0, 2)
     rows = [r for r in read_rows(tmp_path / "usage.jsonl") if r["request_id"] == request_id]
     assert len(rows) == 1 and rows[0]["status"] != 200
+    # Cut by the shutdown, not by the client: the row says so.
+    assert rows[0]["error"] == "server_shutdown" and rows[0]["status"] == 503
 
 
 def read_lines(path: Path) -> list[bytes]:
