@@ -141,3 +141,22 @@ def test_impossible_usage_is_not_booked_as_reported(
     (row,) = usage_rows(proxy)
     assert row["usage_source"] == "estimated"
     assert row["prompt_tokens"] > 0 and row["quota_used"] > 0
+
+
+def test_the_openai_sdk_does_not_retry_a_quota_refusal(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    """Without x-should-retry: false the SDK retried the 429 twice (1.3 s, three usage
+    rows for one call)."""
+    import openai
+
+    keyed(policies_dir, "quotas: {daily_tokens: 1, hard_limit: true}\n")
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key=KEY, max_retries=2)
+    sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    usage_rows(proxy, at_least=1)  # 18 tokens charged: the quota of 1 is spent
+    with pytest.raises(openai.RateLimitError) as refused:
+        sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.code == "quota_exceeded"
+    rows = usage_rows(proxy, at_least=3)  # waits out a retry's row, if one came
+    assert [r["status"] for r in rows] == [200, 429]  # one row: no retry
