@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests import fake_responses
+from tests import fake_agent_model, fake_responses
 
 
 @dataclass
@@ -37,6 +37,7 @@ class FakeUpstream:
     reply_text: str = "Hello from the fake upstream."
     tool_arguments: str = '{"city": "Paris"}'  # what the Responses endpoint calls a tool with
     delay_s: float = 0.0
+    agent_steps: int = 12  # the "agent" mode's tool-calling steps before its final answer
     status: int = 200
     error_body: bytes = (
         b'{"error": {"message": "rate limited", "type": "rate_limit", "code": "rate_limit"}}'
@@ -57,6 +58,7 @@ class FakeUpstream:
 
     def reset(self) -> None:
         self.mode, self.requests, self.delay_s, self.status = "ok", [], 0.0, 200
+        self.agent_steps = 12
         self.reply_text = "Hello from the fake upstream."
         self.tool_arguments = '{"city": "Paris"}'
         self.summary_reply, self.summary_status = "SUMMARY-FROM-FAKE", 200
@@ -230,6 +232,13 @@ class FakeUpstream:
         if mode == "hang":
             await asyncio.sleep(3600)
         body = rec.json()
+        if mode == "agent":  # a scripted tool loop (fake_agent_model.py)
+            message = fake_agent_model.next_message(body, self.agent_steps)
+            if body.get("stream"):
+                events = fake_agent_model.chunks(body, message)
+                return StreamingResponse(events, media_type="text/event-stream")
+            answer = fake_agent_model.completion(body, message)
+            return Response(orjson.dumps(answer), media_type="application/json")
         if body.get("stream"):
             return self.stream(body, broken=mode == "break")
         usage = (
