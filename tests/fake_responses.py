@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,16 +28,30 @@ def pairing_problem(body: dict[str, Any]) -> str | None:
     return None
 
 
-def response(body: dict[str, Any], text: str, size: int, arguments: str) -> dict[str, Any]:
+def response(
+    body: dict[str, Any], text: str, size: int, arguments: str, steps: int = 0
+) -> dict[str, Any]:
     """A completed Response: a call of the first function tool when the input ends with a
-    user message, else a message saying `text` (and the last tool output, if any)."""
+    user message, else a message saying `text` (and the last tool output, if any). With
+    `steps`, a tool loop: a call for each step after the one the newest output names
+    ("step N"), then "Done after N steps." (fake_agent_model.py does it for chat)."""
     items = body.get("input")
     last = items[-1] if isinstance(items, list) and items else {"role": "user"}
     given = body.get("tools")
     listed = given if isinstance(given, list) else []  # a real upstream would say 400
     tools = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]
     output: list[dict[str, Any]]
-    if tools and last.get("role") == "user":
+    done = 0
+    if steps and last.get("type") == "function_call_output":
+        found = re.search(r"\bstep (\d+)\b", str(last.get("output")))
+        done = int(found.group(1)) if found else steps
+    if steps and tools and done < steps:
+        arguments = orjson.dumps({"step": done + 1, "part": "a"}).decode()
+        size = done + 1  # the call's id: one per step
+    if steps and done >= steps:
+        text, last = f"Done after {done} steps.", {"role": "user"}
+        tools = []
+    if tools and (last.get("role") == "user" or (steps and done < steps)):
         output = [
             {
                 "type": "function_call",

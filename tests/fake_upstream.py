@@ -114,7 +114,10 @@ class FakeUpstream:
             return Response(
                 orjson.dumps({"error": error}), status_code=400, media_type="application/json"
             )
-        answer = fake_responses.response(body, self.reply_text, len(rec.body), self.tool_arguments)
+        steps = self.agent_steps if mode == "agent" else 0
+        answer = fake_responses.response(
+            body, self.reply_text, len(rec.body), self.tool_arguments, steps
+        )
         if mode == "no_usage":
             answer["usage"] = None
         if body.get("stream"):

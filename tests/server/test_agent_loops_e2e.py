@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import agents  # the test extra installs it: never skipped
 import openai
 import pytest
 
@@ -126,3 +127,64 @@ def test_an_sdk_request_whose_required_parts_overflow_is_refused_as_too_long(
         client.chat.completions.create(model="gpt-4o", messages=huge, tools=TOOLS)  # type: ignore[arg-type]
     assert refused.value.code == "context_length_exceeded"
     assert not upstream.requests
+
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_agents_sdk_runs_a_long_tool_loop_through_the_proxy(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, api: str, streamed: bool
+) -> None:
+    """`Runner.run` and `run_streamed` with a function tool, over the Responses API and
+    over chat completions: twelve steps of long file reads, trimmed inside the loop."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode, upstream.agent_steps = "agent", 12
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def read_file(step: int, part: str) -> str:
+        """Read a file of the repository."""
+        return run_tool(f'{{"step": {step}, "part": "{part}"}}')
+
+    async def run() -> str:
+        client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="sk-agent", max_retries=0)
+        model: Any = (
+            agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)
+            if api == "responses"
+            else agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+        )
+        agent = agents.Agent(
+            name="coder", instructions=SETUP[0]["content"], tools=[read_file], model=model
+        )
+        try:
+            if streamed:
+                result = agents.Runner.run_streamed(agent, SETUP[1]["content"], max_turns=40)
+                async for _ in result.stream_events():
+                    pass
+            else:
+                result = await agents.Runner.run(agent, SETUP[1]["content"], max_turns=40)
+            return str(result.final_output)
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()) == "Done after 12 steps."
+    from tests.server.test_proxy_e2e import usage_rows
+
+    rows = usage_rows(proxy, at_least=13)
+    assert len(rows) >= 13 and all(r["status"] == 200 for r in rows)
+    assert all(r["tokens_after"] <= BUDGET for r in rows)
+    assert sum(r["tokens_before"] > BUDGET for r in rows) >= 4  # trimmed, step after step
+    if api == "responses":
+        for r in upstream.responses_requests:
+            sent = r.json()
+            assert sent["instructions"] == SETUP[0]["content"]
+            assert sent["input"][0]["content"] == SETUP[1]["content"]  # the task, kept
+    else:
+        for f in (r.json()["messages"] for r in upstream.requests if r.path.endswith("/completions")):
+            assert f[0]["content"] == SETUP[0]["content"] and f[1]["content"] == SETUP[1]["content"]
+            assert paired(f)
