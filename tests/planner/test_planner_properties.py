@@ -210,14 +210,17 @@ def check(
     snapshot = orjson.dumps(body)
     try:
         out = plan_request(body, policy, tokenizer, window, extra_summaries=extra or ())
-    except ContextLengthExceeded:
-        assert policy.budget.on_required_overflow == "reject"
+    except ContextLengthExceeded as refused:
+        # Refused only by the policy, or when what cannot be cut is over the window itself.
+        over_window = "over the model's context window" in str(refused)
+        assert policy.budget.on_required_overflow == "reject" or over_window
         return
     assert orjson.dumps(body) == snapshot  # the request is never mutated
     fwd = out.body["messages"]
     assert out.budget is not None
     real = count(out.body, tokenizer)
     assert real == out.tokens_after
+    assert window is None or out.tokens_before <= window or real <= window  # never over it
     overflowed = any(p.startswith("required parts over the budget") for p in out.problems)
     if not overflowed:
         assert real <= out.budget
