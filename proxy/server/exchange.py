@@ -232,7 +232,7 @@ class Exchange:
             round((now - self.started) * 1000, 3),  # latency_ms
             self._upstream_ms(now),
             error,
-            "chat",  # kind: the client's request, not one of the proxy's own calls
+            self.api,  # kind: the API the client called ("summary": the proxy's own calls)
             policy.name if policy else "none",
             self.cached_tokens,
             self.api,

@@ -79,16 +79,19 @@ class ThresholdWatch:
         if logged is not None and now - logged < self._quiet_s:
             return True
         self._logged[(team, source, level)] = now
+        # At warning, whatever the utilization level: trimming is the proxy's job, not a
+        # fault; fields of their own (`threshold`, not `level`, which would overwrite the
+        # log line's own level in the JSON lines), not JSON escaped inside the message.
         fields = {
             "event": "usage_threshold",
             "source": source,
             "team": team,
             "model": model[:_MODEL_LOG_CHARS],
-            "level": level.value,
+            "threshold": level.value,
             "previous": previous.value,
             "utilization": None if utilization is None else round(utilization, 4),
         }
-        logger.warning("usage threshold crossed %s", orjson.dumps(fields).decode(), extra=fields)
+        logger.warning("usage threshold crossed", extra=fields)
         return True
 
 

@@ -59,7 +59,7 @@ class UsageRecord:
     latency_ms: float = 0.0
     upstream_ms: float | None = None
     error: str | None = None
-    kind: str = "chat"  # "chat", or "summary" for the proxy's own summarization calls
+    kind: str = "chat"  # the API the client called, or "summary" for the proxy's own calls
     policy: str = "default"
     cached_tokens: int | None = None  # prompt tokens the upstream served from its cache
     api: str = "chat"  # "chat" (chat completions) or "responses" (the Responses API)

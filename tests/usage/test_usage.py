@@ -133,8 +133,16 @@ def test_threshold_watch_reports_only_upward_crossings(caplog: pytest.LogCapture
     first = records[0]
     assert first.levelno == logging.WARNING
     assert first.team == "research" and first.model == "gpt-4o"  # type: ignore[attr-defined]
-    assert first.level == "warning" and first.utilization == 0.5  # type: ignore[attr-defined]
-    assert '"team":"research"' in first.getMessage()
+    assert first.threshold == "warning" and first.utilization == 0.5  # type: ignore[attr-defined]
+    assert first.getMessage() == "usage threshold crossed"  # fields apart, not escaped JSON
+    critical = records[1]
+    assert critical.threshold == "critical"  # type: ignore[attr-defined]
+    assert critical.levelno == logging.WARNING  # a crossing is not the proxy's fault
+    from proxy.server.logs import JsonLines
+
+    line = orjson.loads(JsonLines().format(critical))
+    assert line["level"] == "warning" and line["threshold"] == "critical"
+    assert line["team"] == "research" and "{" not in line["message"]
 
 
 def test_threshold_watch_keeps_teams_and_sources_apart() -> None:
