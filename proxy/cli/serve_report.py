@@ -101,11 +101,14 @@ def log_start(settings: Settings, policies: PolicySet, environ: Mapping[str, str
     log.info(
         "context-proxy starting",
         extra={
-            "upstream": safe_url(settings.upstream),
+            "default_upstream": safe_url(settings.upstream),
             "policies": f"built-in default ({settings.policies} is missing)"
             if built_in
             else settings.policies,
-            "teams": [p.team for p in policies.all()],
+            # Each team's upstream: its policy's base URL, or the server's default.
+            "teams": {
+                p.team: safe_url(p.upstream.base_url or settings.upstream) for p in policies.all()
+            },
             "mode": "open" if policies.open_mode else "keys",
             "usage_log": "stdout" if settings.usage_log == "-" else settings.usage_log,
             "workers": settings.workers,

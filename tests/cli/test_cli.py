@@ -100,7 +100,9 @@ def test_urls_in_the_start_line_carry_no_secrets() -> None:
 
 
 def test_start_line_says_what_is_in_force(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (tmp_path / "research.yaml").write_text(KEYED)
+    (tmp_path / "research.yaml").write_text(
+        KEYED + 'upstream: {base_url: "http://own.example/v1?k=secret"}\n'
+    )
     settings = Settings(
         policies=str(tmp_path),
         upstream="https://u:pw@up.example/v1?token=t",
@@ -110,12 +112,16 @@ def test_start_line_says_what_is_in_force(tmp_path: Path, caplog: pytest.LogCapt
     with caplog.at_level(logging.INFO, logger="context_proxy.start"):
         log_start(settings, load_policy_dir(tmp_path), {})
     (line,) = [r for r in caplog.records if r.getMessage() == "context-proxy starting"]
-    assert vars(line)["upstream"] == "https://up.example/v1"
+    assert vars(line)["default_upstream"] == "https://up.example/v1"
     assert vars(line)["state"] == "redis://:***@r:6379/0"
-    assert vars(line)["teams"] == ["default", "research"]
+    # Each team with the upstream it goes to (its own base URL, else the default).
+    assert vars(line)["teams"] == {
+        "default": "https://up.example/v1",
+        "research": "http://own.example/v1",
+    }
     assert (vars(line)["mode"], vars(line)["workers"]) == ("keys", 2)
     assert vars(line)["policies"] == str(tmp_path)
-    assert "pw" not in caplog.text and "token" not in caplog.text
+    assert "pw" not in caplog.text and "token" not in caplog.text and "secret" not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="context_proxy.start"):
         log_start(Settings(policies=str(tmp_path / "none")), load_policy_dir(tmp_path / "none"), {})
@@ -142,7 +148,7 @@ def test_serve_logs_warnings_and_the_start_line(tmp_path: Path, upstream_url: st
         _, err = process.communicate(timeout=30)
     lines = [orjson.loads(x) for x in err.splitlines() if x.startswith(b"{")]
     start = next(x for x in lines if x["message"] == "context-proxy starting")
-    assert start["mode"] == "keys" and start["teams"] == ["default", "research"]
+    assert start["mode"] == "keys" and set(start["teams"]) == {"default", "research"}
     assert start["usage_log"] == str(tmp_path / "usage.jsonl")
     assert any(x["level"] == "warning" and "api_key_env" in x["message"] for x in lines)
 
