@@ -39,7 +39,12 @@ def _by_list(text: str) -> list[str]:
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """The `report` sub-command's arguments; `run(namespace)` executes it."""
-    parser.add_argument("usage_log", metavar="USAGE.jsonl", help="the proxy's usage log")
+    parser.add_argument(
+        "usage_log",
+        metavar="USAGE.jsonl",
+        nargs="+",
+        help="the proxy's usage logs: paths or globs ('logs/*.jsonl*'), .gz files too",
+    )
     parser.add_argument(
         "--by", type=_by_list, default=["team"], help=f"group by ({', '.join(GROUP_KEYS)})"
     )

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import orjson
 
 from proxy.report import html as report_html
+from proxy.report import sources
 from proxy.report.format import format_csv, format_json, format_table
 from proxy.report.options import GROUP_KEYS, add_report_arguments, parse_since
 
@@ -243,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report_main(
-    path: str,
+    path: str | Sequence[str],
     by: Sequence[str] = ("team",),
     since: str | None = None,
     *,
@@ -253,13 +254,18 @@ def report_main(
     until: str | None = None,
     stdout: TextIO | None = None,
 ) -> int:
-    """Read the log at `path`, print totals per group; 0 on success, 1 if it is unreadable."""
+    """Print totals per group of the logs `path` names (paths, globs, .gz: sources.py);
+    0 on success, 1 if one is unreadable or a glob matches nothing."""
     stdout = sys.stdout if stdout is None else stdout
+    paths, empty = sources.expand([path] if isinstance(path, str) else path)
+    for pattern in empty:
+        print(f"context-proxy report: no file matches {pattern}", file=sys.stderr)
+    if empty or not paths:
+        return 1
     try:
-        with open(path, "rb") as f:
-            agg = aggregate(f, by, since, until)
-    except OSError as exc:
-        print(f"context-proxy report: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        agg = aggregate(sources.lines(paths), by, since, until)
+    except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
+        print(f"context-proxy report: cannot read {', '.join(paths)}: {exc}", file=sys.stderr)
         return 1
     rows, total = agg.rows(), agg.total()
     if fmt == "csv":
@@ -277,7 +283,7 @@ def report_main(
         stdout.write(text)
     if html:
         page = report_html.render_page(
-            source=path,
+            source=", ".join(paths),
             by=agg.by,
             rows=rows,
             total=total,

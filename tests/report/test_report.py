@@ -309,3 +309,26 @@ def test_bad_lines_are_skipped_and_counted_in_every_output(
     if output == "html":
         page = (tmp_path / "d.html").read_text()
         assert "NaN" not in page and "Infinity" not in page
+
+
+def test_several_logs_globs_and_gzip_rotated_ones_are_read_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fleet writes one log per replica and rotates them: `report` takes paths and
+    globs, reads .gz files, and totals them all."""
+    import gzip
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    line = orjson.dumps(GOOD) + b"\n"
+    (logs / "replica-a.jsonl").write_bytes(line * 3)
+    (logs / "replica-b.jsonl").write_bytes(line * 2)
+    with gzip.open(logs / "replica-a.jsonl.1.gz", "wb") as f:
+        f.write(line * 4)
+    extra = tmp_path / "other.jsonl"
+    extra.write_bytes(line)
+    code, out, err = run_cli([str(logs / "*.jsonl*"), str(extra), "--format", "json"], capsys)
+    assert code == 0, err
+    assert orjson.loads(out)["total"]["requests"] == 10
+    code, _, err = run_cli([str(tmp_path / "nothing-*.jsonl")], capsys)
+    assert code == 1 and "no file matches" in err
