@@ -135,8 +135,9 @@ def read_chat(messages: Sequence[Any], policy: Policy) -> Chat | None:
     else:
         sh = shape(messages)
         units, unit_of, start = sh.units, sh.unit_of, sh.current_start
-        if any(len(u) > 1 and u[0] < start for u in units):
-            return None  # tool exchanges in history: ranked as an agent's (groups.py)
+        last_user = users[-1] if users else -1
+        if any(len(u) > 1 and u[0] < last_user for u in units):
+            return None  # exchanges of earlier turns: ranked as an agent's (groups.py)
     # Turn t starts at the t-th user message; the newest keep_recent turns and the current
     # one are high priority: from the user message that starts turn len(users) - keep_recent.
     recent = len(users) - policy.history.keep_recent
