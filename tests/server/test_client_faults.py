@@ -88,10 +88,16 @@ def proxy(tmp_path: Path, policies_dir: Path, fault: FaultUpstream) -> Iterator[
 
 
 def raw_request(
-    port: int, path: str, body: bytes, mode: str, *, send_body: bool = True
+    port: int, path: str, body: bytes, mode: str, *, send_body: bool = True, rcvbuf: int = 0
 ) -> socket.socket:
-    """A request on a raw socket, so the test decides when the client goes away."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    """A request on a raw socket, so the test decides when the client goes away;
+    `rcvbuf`: a receive buffer this small, set before connecting (the window the
+    connection offers is fixed then)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(("127.0.0.1", port))
     head = (
         f"POST {path} HTTP/1.1\r\nhost: proxy\r\ncontent-type: application/json\r\n"
         f"x-fault: {mode}\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -172,8 +178,9 @@ def test_disconnect_before_upstream_headers_cancels_the_upstream_request(
 
 
 def test_slow_reader_does_not_block_other_clients(proxy: InProcess, fault: FaultUpstream) -> None:
-    slow = raw_request(proxy.port, "/v1/chat/completions", orjson.dumps(STREAM), "big_stream")
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow = raw_request(
+        proxy.port, "/v1/chat/completions", orjson.dumps(STREAM), "big_stream", rcvbuf=4096
+    )
     assert slow.recv(1)  # the answer started; then this client stops reading
     conn = upstream_conn(fault, 1)
     with httpx.Client(timeout=5) as client:
