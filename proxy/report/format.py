@@ -26,9 +26,9 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 # table printed to a terminal must not recolour it, move the cursor or reorder the text.
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_]?)")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# The table leaves out what CSV and JSON carry for spreadsheets (trimmed count, critical,
-# cached token count: the share is shown).
-TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "critical", "cached_tokens"})
+# The table leaves out what CSV and JSON carry for spreadsheets (trimmed count, cached
+# token count: the share is shown).
+TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "cached_tokens"})
 SHARES = frozenset({"trimmed_share", "cached_share"})
 DOLLARS = frozenset({"cost_usd", "saved_usd"})
 

@@ -265,7 +265,7 @@ def render_page(
         ("total tokens", human(total.get("total_tokens", 0))),
         ("trimmed", f"{total.get('trimmed_share', 0.0):.1%}"),
         ("tokens removed", human(total.get("tokens_removed", 0))),
-        ("warnings", f"{total.get('warnings', 0):,}"),
+        ("warnings / critical", f"{total.get('warnings', 0):,} / {total.get('critical', 0):,}"),
         ("errors", f"{total.get('errors', 0):,}"),
         ("p50 / p95 latency", f"{'-' if p50 is None else f'{p50:,.0f}'} / "
          f"{'-' if p95 is None else f'{p95:,.0f}'} ms"),

@@ -42,8 +42,8 @@ class GroupStats:
     total_tokens: int = 0
     trimmed: int = 0
     tokens_removed: int = 0
-    warnings: int = 0  # level warning or critical: the threshold events
-    critical: int = 0
+    warnings: int = 0  # rows at level warning
+    critical: int = 0  # rows at level critical
     cached_tokens: int = 0  # prompt tokens the upstream served from its cache
     priced: int = 0  # requests with a cost (a model with a known price)
     cost_usd: float = 0.0
@@ -173,9 +173,8 @@ def aggregate(
         ):
             stats.trimmed += 1
             stats.tokens_removed += max(removed, 0)
-        if level in {"warning", "critical"}:
-            stats.warnings += 1
-            stats.critical += level == "critical"
+        stats.warnings += level == "warning"  # apart: a critical row is not also a warning
+        stats.critical += level == "critical"
         stats.latencies.append(latency)
         stats.cached_tokens += cached
         if cost is not None:
