@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 PY = sys.executable
 
-from procs import Server, free_port, get, machine, post, rss_mb  # noqa: E402
+from procs import Server, free_port, get, post, rss_mb, write_doc_section  # noqa: E402
 
 RESULTS = HERE / "results" / "hostile.json"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -195,26 +193,13 @@ def table(results: dict[str, Any]) -> str:
 
 
 def write_doc(results: dict[str, Any]) -> None:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    m = machine()
-    when = datetime.now(UTC).strftime("%Y-%m-%d")
-    section = "\n".join([
-        BEGIN,
-        f"`python tests/bench/bench_hostile.py` — commit {commit}, {when}, {m.get('nproc')} cores "
-        f"({m.get('cpu')}), Python {m.get('python')}.",
-        "",
+    write_doc_section(
+        DOC,
+        (BEGIN, END),
+        "Hostile bodies: memory and event-loop time",
+        "python tests/bench/bench_hostile.py",
         table(results),
-        END,
-    ])  # fmt: skip
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n## Hostile bodies: memory and event-loop time\n\n" + section + "\n"
-    DOC.write_text(text)
+    )
 
 
 def main() -> None:

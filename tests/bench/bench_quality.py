@@ -18,12 +18,10 @@ them). Writes results/quality.json and the table in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +32,9 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from procs import machine  # noqa: E402
+from bench_cache import cached_tokens  # noqa: E402
+from procs import write_doc_section  # noqa: E402
 from quality_score import (  # noqa: E402
-    cached_tokens,
     keep_newest,
     kept_evidence,
     setup_kept,
@@ -209,29 +207,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def write_doc(results: dict[str, Any], command: str) -> None:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    m = machine()
-    when = datetime.now(UTC).strftime("%Y-%m-%d")
-    section = "\n".join(
-        [
-            BEGIN,
-            f"`{command}` — commit {commit}, {when}, {m.get('nproc')} cores "
-            f"({m.get('cpu')}), Python {m.get('python')}.",
-            "",
-            table(results),
-            END,
-        ]
-    )
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n## Trim quality on every data set\n\n" + section + "\n"
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
+    write_doc_section(DOC, (BEGIN, END), "Trim quality on every data set", command, table(results))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

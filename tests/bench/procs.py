@@ -178,3 +178,26 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         "loadavg_at_start": os.getloadavg()[0],
     }
+
+
+def write_doc_section(
+    doc: Path, marks: tuple[str, str], heading: str, command: str, body: str
+) -> None:
+    """Put `body` between the `marks` in `doc` (under `heading` at the end when they are not
+    there yet), headed by the command, the commit, the date and the machine."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=doc.parents[1], capture_output=True, text=True
+    ).stdout.strip()
+    m = machine()
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    begin, end = marks
+    stamp = f"`{command}` — commit {commit}, {when}, {m['nproc']} cores ({m['cpu']}), Python {m['python']}."
+    section = "\n".join([begin, stamp, "", body, end])
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + f"\n\n## {heading}\n\n" + section + "\n"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text)

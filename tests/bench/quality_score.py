@@ -12,9 +12,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from bench_agents import exchanges
 from quality_sets import Evidence, Msg, setup_length
 
-CACHE_MIN, CACHE_STEP = 1024, 128  # OpenAI caches a prefix from 1,024 tokens, in 128s
 PLACEHOLDER = "[context-proxy:"  # a cleared result, and the head of a recall message
 _QUOTE = re.compile(r"^> ?", re.M)
 _HEAD = 64  # characters a cut message keeps of its original
@@ -69,37 +69,13 @@ def setup_kept(messages: Sequence[Msg], out: Sequence[Msg]) -> bool:
     return all(_key(m) in same for m in messages[: setup_length(messages)])
 
 
-def cached_tokens(prev: Sequence[Msg] | None, out: Sequence[Msg], costs: Sequence[int]) -> int:
-    """Tokens of the whole leading messages `out` shares with `prev`, as OpenAI caches."""
-    if prev is None:
-        return 0
-    same = 0
-    for a, b, c in zip(prev, out, costs, strict=False):
-        if a != b:
-            break
-        same += c
-    return 0 if same < CACHE_MIN else same - same % CACHE_STEP
-
-
-def units(messages: Sequence[Msg], start: int) -> list[list[int]]:
-    """Index groups from `start`: an assistant message with the tool results after it,
-    or one message."""
-    groups: list[list[int]] = []
-    for i in range(start, len(messages)):
-        if messages[i].get("role") == "tool" and groups:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
 def keep_newest(body: dict[str, Any], tok: Any, budget: int) -> list[Msg] | None:
     """What a plain trimmer does: the setup and the last message (with the tool exchange
     it ends), then whole units newest first until one does not fit; None when the setup
     and the newest unit alone do not fit."""
     messages = body["messages"]
     head = setup_length(messages)
-    groups = units(messages, head)
+    groups = exchanges(messages, head)
     if not groups:
         return list(messages)
     last = groups.pop()

@@ -98,13 +98,12 @@ def recall(
 
     room = min(want, free)
     candidates = [*range(n), *range(cut.end, len(units))]
-    if room <= 0 or not scores:
-        cut.end, cut.kept = end, kept
-        return None
-    # Which turns fill it: the same worth as the per-request plan ranks history by
-    # (history/rank.py), from the scores above: evidence per square root of a token.
-    values = worth(texts, cost, [0] * len(texts), now_of(layout), terms, scores)
-    found = recall_message(line_of, candidates, values, room, run.tokenizer)
+    found = None
+    if room > 0 and scores:
+        # Which turns fill it: the same worth as the per-request plan ranks history by
+        # (history/rank.py), from the scores above: evidence per square root of a token.
+        values = worth(texts, cost, [0] * len(texts), now_of(layout), terms, scores)
+        found = recall_message(line_of, candidates, values, room, run.tokenizer)
     if found is None:  # nothing to recall: the newest turns keep their room
         cut.end, cut.kept = end, kept
     return found

@@ -44,45 +44,9 @@ def now_of(layout: Layout) -> Now:
     return Now("\n".join(asked), "\n".join(actions), "\n".join(context), bool(layout.agent))
 
 
-def agent_query(layout: Layout) -> tuple[str, str] | None:
-    """What an agent is doing now: its reasoning and commands in the current turn's tool
-    exchanges (the query), and the results and the last user message (the context); None
-    when the current turn holds no tool call (then relevance is to the user's words)."""
-    units, unit_of, stripped = layout.units, layout.unit_of, layout.stripped
-    now = [
-        i
-        for i in range(layout.current_start, len(stripped))
-        if layout.in_current(i) and len(units[unit_of[i]]) > 1
-    ]
-    if not now:
-        return None
-    text = layout.text
-    query: list[str] = []
-    asked = [text[layout.base[i]] for i in range(layout.current_start, len(stripped))
-             if layout.roles[i] == "user"]  # fmt: skip
-    # A long agent loop: the task's words say little about which result matters now; a
-    # tool call inside a chat turn: the question is still the user's.
-    context = asked if layout.agent else []
-    if not layout.agent:
-        query += asked
-    # The query: the agent's newest commands, whose paths and identifiers its next one
-    # most often repeats (command_keys.py); its reasoning and the newest results weigh as
-    # context. With the reasoning in the query, 0.37 of that evidence is kept, not 0.45.
-    for i in now:
-        own = text[layout.base[i]]
-        if layout.roles[i] == "assistant":
-            query.append(command_text(layout, i))
-        context.append(own)
-    return "\n".join(query), "\n".join(context)
-
-
 def query_texts(layout: Layout) -> tuple[str, str]:
-    """What relevance is to: the current turn's user text, and the newest turns' text (in an
-    agent loop: its newest reasoning and commands, and the newest results)."""
-    if layout.agent:  # an agent loop with history of its own
-        found = agent_query(layout)
-        if found is not None:
-            return found
+    """What a chat turn's recall is sized and scored by (cache/chat_recall.py): the current
+    turn's user text, and the newest turns' text."""
     start, msg, role, text = layout.current_start, layout.msg, layout.role, layout.text
     kind, summary = layout.kind, Kind.SUMMARY
     if not layout.split and not layout.extra:  # item k is message k: the current turn's
