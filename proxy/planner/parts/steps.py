@@ -84,17 +84,22 @@ def text_steps(messages: Sequence[Any], roles: Sequence[str], setup_end: int) ->
     pairs: list[tuple[int, int]] = []
     commands: dict[int, str] = {}
     n = len(messages)
+    # Most assistant messages must end with an action: once more than half do not, the
+    # request is no text agent, and the rest need not be read (this runs per request).
+    assistants = roles[setup_end:].count("assistant")
     for i in range(setup_end, n):
         if roles[i] != "assistant":
             continue
         m = messages[i]
         content = m.get("content") if type(m) is dict else None
-        if type(content) is not str or m.get("tool_calls") or m.get("function_call"):
-            actors += 1
-            continue
         actors += 1
-        command = command_of(content)
+        if type(content) is str and not m.get("tool_calls") and not m.get("function_call"):
+            command = command_of(content)
+        else:
+            command = None
         if command is None:
+            if 2 * (actors - len(commands)) > assistants:
+                return NO_STEPS
             continue
         commands[i] = command
         if i + 1 < n and roles[i + 1] == "user":
