@@ -238,39 +238,21 @@ def enum_of(
     return check
 
 
-def _string_items(
-    node: yaml.Node,
-    problems: Problems,
-    name: str,
-    kind: tuple[str, str],
-    read: Callable[[str], tuple[str, str | None]],
-) -> Any:
-    """A list of strings as a tuple; `kind`: what the list and each item are called;
-    `read(value)`: the value kept and the problem with it (None: none)."""
-    listed, each = kind
+def string_list(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
+    """A list of non-empty strings (tool names), as a tuple."""
     if not isinstance(node, yaml.SequenceNode):
-        problems.add(node, f"{name} must be a list of {listed}, got {_where(node)}")
+        problems.add(node, f"{name} must be a list of names, got {_where(node)}")
         return INVALID
     out: list[str] = []
     for item in node.value:
-        value = _typed(item, problems, name, (str,), each)
+        value = _typed(item, problems, name, (str,), "a name")
         if value is INVALID:
             continue
-        kept, problem = read(value)
-        if problem is not None:
-            problems.add(item, f"{name}: {problem}")
+        if not value.strip():
+            problems.add(item, f"{name}: a name must not be empty")
             continue
-        out.append(kept)
+        out.append(value)
     return tuple(out)
-
-
-def string_list(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
-    """A list of non-empty strings (tool names), as a tuple."""
-
-    def read(value: str) -> tuple[str, str | None]:
-        return value, None if value.strip() else "a name must not be empty"
-
-    return _string_items(node, problems, name, ("names", "a name"), read)
 
 
 _ROUTE = re.compile(r"(\*|GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/v1/[\w./*{}:-]*)")
@@ -279,14 +261,20 @@ _ROUTE = re.compile(r"(\*|GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/v1/[\w./*{}:
 def route_list(node: yaml.Node, problems: Problems, name: str = "passthrough") -> Any:
     """A list of 'METHOD /v1/path' routes (a `*` in the path matches any run of
     characters, as fnmatch reads it; `*` for the method, any method), as a tuple."""
-
-    def read(value: str) -> tuple[str, str | None]:
-        if _ROUTE.fullmatch(value.strip()):
-            return value.strip(), None
-        return value, f"{value!r} is not 'METHOD /v1/path' (e.g. 'GET /v1/models')"
-
-    kind = ("'METHOD /v1/path' routes", "a 'METHOD /v1/path' route")
-    return _string_items(node, problems, name, kind, read)
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(node, f"{name} must be a list of 'METHOD /v1/path' routes, got {_where(node)}")
+        return INVALID
+    out: list[str] = []
+    for item in node.value:
+        value = _typed(item, problems, name, (str,), "a 'METHOD /v1/path' route")
+        if value is INVALID:
+            continue
+        if not _ROUTE.fullmatch(value.strip()):
+            example = "(e.g. 'GET /v1/models')"
+            problems.add(item, f"{name}: {value!r} is not 'METHOD /v1/path' {example}")
+            continue
+        out.append(value.strip())
+    return tuple(out)
 
 
 def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
