@@ -46,7 +46,7 @@ def response(
         found = re.search(r"\bstep (\d+)\b", str(last.get("output")))
         done = int(found.group(1)) if found else steps
     if steps and tools and done < steps:
-        arguments = orjson.dumps({"step": done + 1, "part": "a"}).decode()
+        arguments = step_arguments(tools[0], done + 1)
         size = done + 1  # the call's id: one per step
     if steps and done >= steps:
         text, last = f"Done after {done} steps.", {"role": "user"}
@@ -104,6 +104,16 @@ def response(
         "text": {"format": {"type": "text"}},
         "usage": usage,
     }
+
+
+def step_arguments(tool: dict[str, Any], step: int) -> str:
+    """A step's call as its tool's schema asks: a shell command for a tool taking `cmd`
+    (the Codex CLI's `exec_command`) that prints the step and reads a long file, else
+    `{"step": N, "part": "a"}`."""
+    properties = (tool.get("parameters") or {}).get("properties") or {}
+    if "cmd" in properties:
+        return orjson.dumps({"cmd": f"echo step {step} && cat notes.txt"}).decode()
+    return orjson.dumps({"step": step, "part": "a"}).decode()
 
 
 async def events(

@@ -188,3 +188,35 @@ def test_the_agents_sdk_runs_a_long_tool_loop_through_the_proxy(
         for f in (r.json()["messages"] for r in upstream.requests if r.path.endswith("/completions")):
             assert f[0]["content"] == SETUP[0]["content"] and f[1]["content"] == SETUP[1]["content"]
             assert paired(f)
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_the_agents_sdk_gets_a_context_length_error_when_the_task_cannot_fit(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, api: str
+) -> None:
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode = "agent"
+    agents.set_tracing_disabled(True)
+
+    async def run() -> None:
+        client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="sk-agent", max_retries=0)
+        model: Any = (
+            agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)
+            if api == "responses"
+            else agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+        )
+        agent = agents.Agent(name="coder", instructions=SETUP[0]["content"], model=model)
+        try:
+            await agents.Runner.run(agent, "word " * 6000)
+        finally:
+            await client.close()
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        asyncio.run(run())
+    assert refused.value.code == "context_length_exceeded"
+    assert not upstream.requests

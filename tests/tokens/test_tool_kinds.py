@@ -3,6 +3,7 @@ their grammar, namespaces as their functions, built-in and unknown kinds as thei
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -62,7 +63,10 @@ def test_custom_tools_count_their_grammar() -> None:
     bare = {"type": "custom", "name": "apply_patch", "description": "Apply a patch."}
     with_grammar = {**bare, "format": {"type": "grammar", "syntax": "lark", "definition": grammar}}
     assert overhead([with_grammar]) - overhead([bare]) > TOKENS.count_text(grammar) * 0.9
-    chat_shape = {"type": "custom", "custom": {k: v for k, v in with_grammar.items() if k != "type"}}
+    chat_shape = {
+        "type": "custom",
+        "custom": {k: v for k, v in with_grammar.items() if k != "type"},
+    }
     assert overhead([chat_shape]) == overhead([with_grammar])
 
 
@@ -82,3 +86,27 @@ def test_built_in_and_unknown_tools_count_as_their_json() -> None:
 def test_odd_tools_are_left_out_not_crashed_on() -> None:
     assert tool_functions([None, 3, "x", {"type": "namespace", "tools": 7}]) == [{}]
     assert tool_functions("not a list") == []
+
+
+def test_a_request_captured_from_codex_counts_its_tools_by_the_functions_rule() -> None:
+    """A request the Codex CLI (0.171) sent, kept as it came: eight functions, the
+    `multi_agent_v1` namespace and `web_search`. Its count is within 2% of the same
+    request with the namespace spread into plain functions (the rule OpenAI publishes for
+    functions), and never under it."""
+    captured = orjson.loads((Path(__file__).parent / "data" / "codex_request.json").read_bytes())
+    kinds = [t["type"] for t in captured["tools"]]
+    assert "namespace" in kinds and "web_search" in kinds  # the shapes that went uncounted
+    flat: list[Any] = []
+    for tool in captured["tools"]:
+        if tool["type"] == "namespace":
+            flat.extend(tool["tools"])
+        elif tool["type"] == "function":
+            flat.append(tool)
+
+    def tokens(body: dict[str, Any]) -> int:
+        return TOKENS.count_request(to_chat(body).body)
+
+    as_sent, spread = tokens(captured), tokens({**captured, "tools": flat})
+    assert spread <= as_sent <= spread * 1.02, (as_sent, spread)
+    without = tokens({**captured, "tools": []})
+    assert as_sent - without > 3000  # the tools are most of a Codex request's overhead

@@ -1,0 +1,115 @@
+"""The Codex CLI (from npm, tests/codex_cli.py) runs real tool loops through the proxy:
+`codex exec`, then `codex exec resume --last`, against a fake model that asks it to run a
+shell command per step (print the step, read a long file in a scratch directory). Codex
+always streams over the Responses API. The history goes over the budget step after step:
+every forwarded request fits, keeps Codex's setup (its instructions, permissions and
+`<environment_context>`) and the task, and pairs every call with its output; usage rows
+say `api: "responses"` with cached tokens. A task too long for the window is refused as
+a context-length error, which Codex shows as such."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.codex_cli import codex_binary, codex_environment
+from tests.conftest import RunningProxy
+from tests.fake_responses import pairing_problem
+from tests.fake_upstream import FakeUpstream
+from tests.server.test_proxy_e2e import usage_rows
+
+WINDOW = 20_000  # Codex's own setup (instructions, nine tools) is about 10k tokens
+BUDGET = 16_000
+POLICY = f"budget: {{reserve_output: false}}\nmodels:\n  gpt-4o: {{context_window: {WINDOW}}}\n"
+STEPS = 6
+TASK = "Read the notes in this directory and tell me what they say."
+
+
+def codex(
+    proxy: RunningProxy, home: Path, work: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`codex exec ...` with the proxy as its model provider (wire_api responses)."""
+    provider = (
+        f'model_providers.proxy={{name="proxy",base_url="{proxy.url}/v1",'
+        f'env_key="PROXY_KEY",wire_api="responses"}}'
+    )
+    command = [str(codex_binary()), "exec", *args[:1], "--skip-git-repo-check",
+               "--dangerously-bypass-approvals-and-sandbox", "-c", "model_provider=proxy",
+               "-c", provider, "-m", "gpt-4o", *args[1:]]  # fmt: skip
+    return subprocess.run(
+        command, cwd=work, env=codex_environment(home, "PROXY_KEY", "sk-codex"),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def scratch(tmp_path: Path) -> tuple[Path, Path]:
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    lines = (f"note {k}: invoice {1000 + k} was rounded half-up to the cent" for k in range(160))
+    (work / "notes.txt").write_text("\n".join(lines) + "\n")  # ~2,500 tokens a read
+    return home, work
+
+
+def setup_of(body: dict[str, Any]) -> list[Any]:
+    """The input items before the first answer: Codex's developer messages, the
+    environment and the task."""
+    items = body["input"]
+    roles = ("developer", "system", "user")
+    first = next((i for i, item in enumerate(items) if item.get("role") not in roles), len(items))
+    return list(items[:first])
+
+
+def test_codex_exec_and_resume_run_their_loops_through_the_proxy(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, tmp_path: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode, upstream.agent_steps = "agent", STEPS
+    home, work = scratch(tmp_path)
+
+    first = codex(proxy, home, work, TASK)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"Done after {STEPS} steps." in first.stdout
+    resumed = codex(proxy, home, work, "resume", "--last", "Read them once more, please.")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Done after {STEPS} steps." in resumed.stdout
+
+    sent = [r.json() for r in upstream.responses_requests]
+    assert len(sent) == 2 * (STEPS + 1)
+    setup = setup_of(sent[0])
+    environment = orjson.dumps(setup).decode()
+    assert "<environment_context>" in environment and TASK in environment
+    assert any(item.get("role") == "developer" for item in setup)
+    for body in sent:
+        assert body["input"][: len(setup)] == setup  # kept whole, as Codex sent it
+        assert pairing_problem(body) is None
+        assert body["tools"] == sent[0]["tools"]
+    later = sent[STEPS + 1 :]
+    assert all("Read them once more, please." in orjson.dumps(b["input"]).decode() for b in later)
+
+    rows = usage_rows(proxy, at_least=len(sent))
+    assert len(rows) == len(sent)
+    assert all(r["status"] == 200 and r["api"] == "responses" and r["stream"] for r in rows)
+    assert all(r["tokens_after"] <= BUDGET for r in rows)
+    assert sum(r["tokens_before"] > BUDGET for r in rows) >= 4  # over the budget, trimmed
+    assert all((r["cached_tokens"] or 0) > 0 for r in rows)
+
+
+def test_codex_shows_a_task_too_long_for_the_window_as_a_context_length_error(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, tmp_path: Path
+) -> None:
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode = "agent"
+    home, work = scratch(tmp_path)
+    refused = codex(proxy, home, work, "word " * 12_000)
+    assert refused.returncode != 0
+    shown = refused.stdout + refused.stderr
+    assert "context window" in shown.lower() or "context_length_exceeded" in shown, shown[-2000:]
+    assert not upstream.responses_requests
+    rows = usage_rows(proxy)
+    assert rows and all(r["status"] == 400 and r["api"] == "responses" for r in rows)
