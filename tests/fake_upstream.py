@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests import fake_agent_model, fake_responses
+from tests import fake_agent_model, fake_messages, fake_responses
 
 
 @dataclass
@@ -122,16 +122,48 @@ class FakeUpstream:
             answer["usage"] = None
         if body.get("stream"):
             return StreamingResponse(
-                fake_responses.events(answer, broken=mode == "break", cut_short=mode == "cut_short"),
+                fake_responses.events(
+                    answer, broken=mode == "break", cut_short=mode == "cut_short"
+                ),
                 media_type="text/event-stream",
             )
         return Response(orjson.dumps(answer), media_type="application/json")
+
+    async def messages(self, request: Request) -> Response:
+        """Anthropic's Messages API: its 400 for a body its rules refuse (in its error
+        shape), else a Message (a tool loop in "agent" mode), plain or streamed."""
+        rec = await self.record(request)
+        mode = rec.headers.get("x-fake-mode", self.mode)
+        if mode == "error":
+            error = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+            return Response(orjson.dumps(error), status_code=529, media_type="application/json")
+        body = rec.json()
+        refused = fake_messages.problem(body)
+        if refused is not None:
+            error = {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": refused},
+            }
+            return Response(orjson.dumps(error), status_code=400, media_type="application/json")
+        answer = fake_messages.reply(
+            body, self.agent_steps if mode == "agent" else 0, self.reply_text
+        )
+        if body.get("stream"):
+            return StreamingResponse(
+                fake_messages.events(answer, broken=mode == "break"), media_type="text/event-stream"
+            )
+        return Response(orjson.dumps(answer), media_type="application/json")
+
+    @property
+    def messages_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path == "/v1/messages"]
 
     def app(self) -> Starlette:
         return Starlette(
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/v1/messages", self.messages, methods=["POST"]),
                 Route(
                     "/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]
                 ),

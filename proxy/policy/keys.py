@@ -13,6 +13,7 @@ from proxy.policy.model import (
     DEFAULT_HEADINGS,
     DEFAULT_PASSTHROUGH,
     DEFAULT_SECTIONS,
+    AnthropicUpstreamPolicy,
     BudgetPolicy,
     CachePolicy,
     HistoryPolicy,
@@ -65,6 +66,7 @@ TOP_LEVEL: dict[str, Field] = {
         "timeout_s": positive_number,
         "connect_timeout_s": positive_number,
         "retries": nonneg_int,
+        "anthropic": {"base_url": opt(url), "api_key_env": opt(string)},
     },
     "budget": {
         "ratio": ratio,
@@ -184,6 +186,9 @@ _SUB_POLICIES: dict[str, Any] = {
 
 
 def build_policy(values: dict[str, Any], source: str, name: str) -> Policy:
+    upstream = dict(values.get("upstream", {}))
+    upstream["anthropic"] = AnthropicUpstreamPolicy(**upstream.get("anthropic", {}))
+    values = {**values, "upstream": upstream}
     subs = {key: cls(**values.get(key, {})) for key, cls in _SUB_POLICIES.items()}
     return Policy(
         name=name,

@@ -12,12 +12,22 @@ from proxy.types import Overflow, Priority, Section, Strategy
 
 
 @dataclass(frozen=True, slots=True)
+class AnthropicUpstreamPolicy:
+    """Where Anthropic's Messages API goes (default https://api.anthropic.com) and the
+    environment variable holding the team's Anthropic key."""
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamPolicy:
     base_url: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 600.0
     connect_timeout_s: float = 10.0
     retries: int = 0
+    anthropic: AnthropicUpstreamPolicy = AnthropicUpstreamPolicy()
 
 
 @dataclass(frozen=True, slots=True)

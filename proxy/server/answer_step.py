@@ -34,9 +34,11 @@ def finish_plain(
     answer: bytes,
     tokenizer: Tokenizer,
     text_of: Callable[[dict[str, Any]], str] = chat_text_of,
+    usage_of: Callable[[Any], Any] = lambda usage: usage,
 ) -> responses.Plain:
-    """The upstream's answer as it came; its usage (chat's or the Responses API's names), or
-    an estimate of the generated text (`text_of`) when it has none, for the usage row."""
+    """The upstream's answer as it came; its usage (chat's or the Responses API's names, or
+    `usage_of` them), or an estimate of the generated text (`text_of`) when it has none,
+    for the usage row."""
     error: str | None = None
     status = upstream.status
     if 200 <= status < 300:
@@ -52,7 +54,7 @@ def finish_plain(
             ex.finish(services, exc.status, exc.code)
             return responses.error(exc, headers)
         if isinstance(parsed, dict):
-            ex.take_usage(parsed.get("usage"))
+            ex.take_usage(usage_of(parsed.get("usage")))
             if not ex.usage_from_upstream:
                 ex.estimated_completion = estimate_completion(tokenizer, text_of(parsed))
     else:

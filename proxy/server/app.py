@@ -21,6 +21,7 @@ from proxy.server import responses
 from proxy.server.auth import require_admin
 from proxy.server.chat import chat_completions
 from proxy.server.logs import configure_logging
+from proxy.server.messages_api import count_message_tokens, create_message
 from proxy.server.passthrough import forward
 from proxy.server.plan_route import context_plan
 from proxy.server.responses_api import create_response
@@ -134,6 +135,10 @@ def create_app(settings: Settings) -> Starlette:
         "/chat/completions": chat_completions,
         "/v1/responses": create_response,
         "/responses": create_response,
+        "/v1/messages": create_message,
+        "/messages": create_message,
+        "/v1/messages/count_tokens": count_message_tokens,
+        "/messages/count_tokens": count_message_tokens,
         "/v1/context/plan": context_plan,
     }
     routes = [

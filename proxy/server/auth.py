@@ -24,11 +24,13 @@ def resolve_policy(policies: PolicySet, headers: Mapping[str, str]) -> Policy:
     """The caller's policy: the default team in open mode, else the team owning the key."""
     if policies.open_mode:
         return policies.default
-    policy = policies.for_key(bearer_token(headers))
+    # Anthropic's clients (Claude Code, the anthropic SDKs) send their key as `x-api-key`.
+    policy = policies.for_key(bearer_token(headers) or headers.get("x-api-key"))
     if policy is None:
         # Never say which part was wrong, and never echo what was presented.
         raise Unauthorized(
-            "Incorrect or missing proxy key. Send 'Authorization: Bearer <proxy key>'."
+            "Incorrect or missing proxy key. Send 'Authorization: Bearer <proxy key>' "
+            "or 'x-api-key: <proxy key>'."
         )
     return policy
 

@@ -1,0 +1,172 @@
+"""Read step of Anthropic's Messages API: a Messages body as the neutral chat body the
+planner reads.
+
+`system` (a string or text blocks) becomes a system message first. Each user message's
+`tool_result` blocks become `tool` messages (matched to the assistant's `tool_use` by
+`tool_use_id`, as chat matches `tool_call_id`); the rest of its blocks one user message
+after them. An assistant message becomes one assistant message: its text, its `tool_use`
+blocks as `tool_calls`; its `thinking` and `redacted_thinking` blocks travel with it (never
+parted from the `tool_use` they precede) and are not counted, like the Responses API's
+reasoning items. Blocks the chat tokenizer does not know (documents, server tool blocks,
+search results) count as their JSON; an image as the largest image (its size is not read).
+
+Every chat message carries MARK, the index of its Source: which blocks of which message it
+holds, so that the write step gives back the very blocks that came in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.items.read import MARK, PART_MARK, json_text
+
+SILENT_BLOCKS = frozenset(("thinking", "redacted_thinking"))
+# An image is counted as the largest one (a URL that is never read counts so): Claude's
+# own rule (width x height / 750, about 1,600 at most) is close to that.
+IMAGE_STAND_IN = "anthropic:image"
+
+
+@dataclass(slots=True)
+class Source:
+    """Where a chat message came from: `kind` (system | message | result), the message's
+    index in `messages` (-1 for the system prompt) and the blocks it holds (None: the whole
+    content, a string)."""
+
+    kind: str
+    message: int = -1
+    blocks: list[int] | None = None
+
+
+@dataclass(slots=True)
+class Converted:
+    body: dict[str, Any]  # the neutral chat body: model, messages, tools, max tokens
+    messages: list[dict[str, Any]]  # the chat messages as made (kept ones come back as these)
+    sources: list[Source]
+    tagged: bool = False  # a message carries x_context: never forwarded as it came
+
+
+def to_chat(body: dict[str, Any]) -> Converted:
+    conv = Converted({}, [], [])
+
+    def add(message: dict[str, Any], source: Source) -> None:
+        message[MARK] = len(conv.sources)
+        conv.sources.append(source)
+        conv.messages.append(message)
+
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        add({"role": "system", "content": system}, Source("system"))
+    elif isinstance(system, list) and system:
+        add({"role": "system", "content": _parts(system, range(len(system)))}, Source("system"))
+    called: set[str] = set()
+    for i, message in enumerate(body.get("messages") or ()):
+        if not isinstance(message, dict):
+            continue
+        if "x_context" in message:
+            conv.tagged = True
+        role, content = message.get("role"), message.get("content")
+        if isinstance(content, str):
+            chat: dict[str, Any] = {
+                "role": role if role == "assistant" else "user",
+                "content": content,
+            }
+            add(_tagged(chat, message), Source("message", i))
+            continue
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if len(blocks) != len(content or ()):
+            blocks = []  # not blocks: the API will say so; counted as its JSON, kept
+        if role == "assistant":
+            if blocks:
+                add(_assistant(blocks, called), Source("message", i, list(range(len(blocks)))))
+            else:  # no blocks to read: counted as its JSON, kept or dropped whole
+                add({"role": "assistant", "content": json_text(content)}, Source("message", i))
+            continue
+        rest: list[int] = []
+        for j, block in enumerate(blocks):
+            use_id = block.get("tool_use_id")
+            if block.get("type") == "tool_result" and isinstance(use_id, str) and use_id in called:
+                result = {"role": "tool", "tool_call_id": use_id, "content": _result_text(block)}
+                add(result, Source("result", i, [j]))
+            else:
+                rest.append(j)
+        if rest or not blocks:
+            parts = _parts(blocks, rest) if blocks else json_text(content)
+            chat = _tagged({"role": "user", "content": parts}, message)
+            add(chat, Source("message", i, rest if blocks else None))
+    conv.body = {"model": body.get("model"), "messages": conv.messages}
+    tools = [_tool(t) for t in body.get("tools") or () if isinstance(t, dict)]
+    if tools:
+        conv.body["tools"] = tools
+    limit = body.get("max_tokens")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        conv.body["max_completion_tokens"] = limit
+    return conv
+
+
+def _tagged(chat: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    if "x_context" in message:
+        chat["x_context"] = message["x_context"]
+    return chat
+
+
+def _assistant(content: list[Any], called: set[str]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        kind = block.get("type")
+        if kind == "tool_use" and isinstance(block.get("id"), str):
+            called.add(block["id"])
+            function = {"name": str(block.get("name")), "arguments": json_text(block.get("input"))}
+            calls.append({"id": block["id"], "type": "function", "function": function})
+        elif kind not in SILENT_BLOCKS:
+            parts.append({**_part(block), PART_MARK: j})
+    message: dict[str, Any] = {"role": "assistant", "content": _plain(parts) if parts else None}
+    if calls:
+        message["tool_calls"] = calls
+    elif not parts:
+        message["content"] = ""
+    return message
+
+
+def _parts(content: list[Any], chosen: Any) -> str | list[dict[str, Any]]:
+    return _plain([{**_part(content[j]), PART_MARK: j} for j in chosen])
+
+
+def _plain(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A single text part is its text (the planner's plain case)."""
+    if len(parts) == 1 and parts[0].get("type") == "text":
+        return str(parts[0]["text"])
+    return parts
+
+
+def _part(block: Any) -> dict[str, Any]:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text" and isinstance(block.get("text"), str):
+        return {"type": "text", "text": block["text"]}
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": IMAGE_STAND_IN, "detail": "high"}}
+    return {"type": "text", "text": json_text(block)}  # documents, server tools: their JSON
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    """A tool result's content as one text (its text blocks, other blocks as JSON)."""
+    content = block.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"] if isinstance(b, dict) and isinstance(b.get("text"), str) else json_text(b)
+            for b in content
+        )
+    return json_text(content)
+
+
+def _tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A client tool (name, description, input_schema) as a chat function; a server tool
+    (bash, text editor, web search...) as it came, counted as its JSON."""
+    if "input_schema" not in tool:
+        return tool
+    function = {"name": tool.get("name"), "description": tool.get("description"),
+                "parameters": tool.get("input_schema")}  # fmt: skip
+    return {"type": "function", "function": {k: v for k, v in function.items() if v is not None}}

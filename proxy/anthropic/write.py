@@ -1,0 +1,141 @@
+"""Write step of Anthropic's Messages API: the planned chat messages back into a Messages
+body that the API accepts.
+
+A kept message gives back its original blocks, the very values that came in (with their
+`cache_control` points); a truncated one its blocks with the new text; a cleared tool
+result its `tool_result` block with the placeholder as content (its `tool_use_id` kept);
+a message the proxy made (a summary, a recall) a user text block. Then the API's rules:
+blocks of consecutive messages of one role are merged into one message (a user message's
+`tool_result` blocks first), and the first message is a user message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.anthropic.read import Converted
+from proxy.items.read import MARK, PART_MARK
+
+TRIMMED_OPENING = "(The start of this conversation was trimmed to fit the context window.)"
+
+
+def to_messages(body: dict[str, Any], conv: Converted, planned: list[Any]) -> dict[str, Any]:
+    """`body` with `system` and `messages` as the planned chat messages say."""
+    given: list[Any] = body.get("messages") or []
+    system: Any = body.get("system")
+    turns: list[Turn] = []
+    for m in planned:
+        k = m.get(MARK) if isinstance(m, dict) else None
+        if not isinstance(k, int) or not 0 <= k < len(conv.sources):
+            turns.append(Turn("user", [{"type": "text", "text": _text_of(m.get("content"))}]))
+            continue
+        source, same = conv.sources[k], m is conv.messages[k]
+        if source.kind == "system":
+            system = system if same else _edited_system(system, m.get("content"))
+            continue
+        original = given[source.message]
+        role = "assistant" if original.get("role") == "assistant" else "user"
+        content = original.get("content")
+        whole = same and (source.blocks is None or len(source.blocks) == len(content))
+        if whole:
+            turns.append(Turn(role, _blocks(content), original))
+        elif source.blocks is None:  # string content, edited
+            turns.append(Turn(role, [{"type": "text", "text": _text_of(m.get("content"))}]))
+        elif source.kind == "result":
+            block = content[source.blocks[0]]
+            if not same:
+                block = {**block, "content": _text_of(m.get("content"))}
+            turns.append(Turn("user", [block]))
+        elif same:
+            turns.append(Turn(role, [content[j] for j in source.blocks]))
+        else:
+            turns.append(Turn(role, _edited_blocks(content, source.blocks, m.get("content"))))
+    out = dict(body)  # the body's keys in their order, two of them replaced
+    if system is not None:
+        out["system"] = system
+    out["messages"] = _alternating(turns, given)
+    return out
+
+
+@dataclass(slots=True)
+class Turn:
+    """A message to write: its role, its blocks, and the client's message when it is that
+    message whole and unchanged (then written as it came)."""
+
+    role: str
+    blocks: list[Any]
+    original: dict[str, Any] | None = None
+
+
+def _blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _alternating(turns: list[Turn], given: list[Any]) -> list[Any]:
+    merged: list[Turn] = []
+    for turn in turns:
+        if merged and merged[-1].role == turn.role:
+            last = merged[-1]
+            blocks = [*last.blocks, *turn.blocks]
+            if turn.role == "user":  # tool results come first in a user message
+                blocks.sort(key=_not_a_result)
+            merged[-1] = Turn(turn.role, blocks)
+        else:
+            merged.append(turn)
+    first_given = given[0].get("role") if given and isinstance(given[0], dict) else None
+    if merged and merged[0].role != "user" and first_given == "user":
+        merged.insert(0, Turn("user", [{"type": "text", "text": TRIMMED_OPENING}]))
+    out: list[Any] = []
+    for turn in merged:
+        if turn.original is not None:  # as it came, but for its x_context tag
+            out.append({k: v for k, v in turn.original.items() if k != "x_context"})
+        else:
+            out.append({"role": turn.role, "content": turn.blocks})
+    return out
+
+
+def _edited_system(system: Any, planned: Any) -> Any:
+    if isinstance(system, str) or not isinstance(system, list):
+        return planned if isinstance(planned, str) else _text_of(planned)
+    return _edited_blocks(system, list(range(len(system))), planned)
+
+
+def _edited_blocks(content: list[Any], chosen: list[int], planned: Any) -> list[Any]:
+    """The chosen blocks with the planner's new text; other blocks (tool_use, thinking,
+    images) as they came."""
+    texts: dict[int, str] = {}
+    if isinstance(planned, str):
+        first = next((j for j in chosen if _is_text(content[j])), None)
+        if first is not None:
+            texts[first] = planned
+    elif isinstance(planned, list):
+        for p in planned:
+            j = p.get(PART_MARK) if isinstance(p, dict) else None
+            if isinstance(j, int) and _is_text(content[j]) and isinstance(p.get("text"), str):
+                texts[j] = p["text"]
+        kept = {p.get(PART_MARK) for p in planned if isinstance(p, dict)}
+        chosen = [j for j in chosen if j in kept or not _is_text(content[j])]
+    out = []
+    for j in chosen:
+        block = content[j]
+        if j in texts and texts[j] != block.get("text"):
+            block = {**block, "text": texts[j]}
+            block.pop("citations", None)  # they point into the old text
+        out.append(block)
+    return out
+
+
+def _not_a_result(block: Any) -> bool:
+    return not (isinstance(block, dict) and block.get("type") == "tool_result")
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "text"
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = [p.get("text") for p in content or () if isinstance(p, dict)]
+    return "".join(t for t in texts if isinstance(t, str))

@@ -1,0 +1,115 @@
+"""The fake upstream's Anthropic Messages API: the API's own checks (first message a user
+one, every `tool_result` answering a `tool_use` of the message before it), a model that
+runs a tool loop (a `tool_use` of the first tool per step, the step read from the newest
+result, as fake_agent_model.py does for chat), and the typed events of a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+_STEP = re.compile(r"\bstep (\d+)\b")
+
+
+def problem(body: dict[str, Any]) -> str | None:
+    """Anthropic's 400 for a body its rules refuse, or None."""
+    messages = body.get("messages") or []
+    if not messages or messages[0].get("role") != "user":
+        return "messages: the first message must use the user role"
+    previous_uses: set[str] = set()
+    for n, message in enumerate(messages):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        if message.get("role") == "user":
+            for block in blocks:
+                if (
+                    block.get("type") == "tool_result"
+                    and block.get("tool_use_id") not in previous_uses
+                ):
+                    return f"messages.{n}: unexpected `tool_use_id` found in `tool_result` blocks"
+        uses = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+        if uses:
+            following = messages[n + 1] if n + 1 < len(messages) else None
+            answered = {b.get("tool_use_id") for b in (following or {}).get("content") or []
+                        if isinstance(b, dict) and b.get("type") == "tool_result"}  # fmt: skip
+            if following is not None and not uses <= answered:
+                return f"messages.{n}: `tool_use` ids were found without `tool_result` blocks"
+        previous_uses = uses
+    return None
+
+
+def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
+    """A Message: with `steps` and tools, a `tool_use` per step until the newest result
+    names the last step; then `Done after N steps.`; without, `text`."""
+    messages = body.get("messages") or []
+    tools = [t for t in body.get("tools") or () if isinstance(t, dict) and "name" in t]
+    done = 0
+    last = messages[-1].get("content") if messages else None
+    results = [b for b in last if b.get("type") == "tool_result"] if isinstance(last, list) else []
+    if results:
+        found = _STEP.search(orjson.dumps(results[-1].get("content")).decode())
+        done = int(found.group(1)) if found else steps
+    content: list[dict[str, Any]]
+    if steps and tools and done < steps:
+        step = done + 1
+        content = [
+            {"type": "thinking", "thinking": f"Step {step} next.", "signature": f"sig{step}"},
+            {"type": "tool_use", "id": f"toolu_{step}", "name": tools[0]["name"],
+             "input": {"step": step}},
+        ]  # fmt: skip
+        stop = "tool_use"
+    else:
+        said = f"Done after {done} steps." if steps else text
+        content, stop = [{"type": "text", "text": said}], "end_turn"
+    size = len(orjson.dumps(body))
+    usage = {"input_tokens": size // 8, "cache_creation_input_tokens": 5,
+             "cache_read_input_tokens": size // 8, "output_tokens": 9}  # fmt: skip
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model"),
+            "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
+
+
+async def events(message: dict[str, Any], broken: bool = False) -> AsyncIterator[bytes]:
+    """`message` as Anthropic streams it: message_start (the prompt's usage), a start, deltas
+    and a stop per block, a ping, message_delta (stop reason, output tokens), message_stop."""
+
+    def event(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: ".encode() + orjson.dumps({"type": kind, **data}) + b"\n\n"
+
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    yield event("message_start", message=start)
+    yield event("ping")
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        if kind == "text":
+            yield event(
+                "content_block_start", index=index, content_block={"type": "text", "text": ""}
+            )
+            for i, word in enumerate(block["text"].split(" ")):
+                delta = {"type": "text_delta", "text": (" " if i else "") + word}
+                yield event("content_block_delta", index=index, delta=delta)
+                await asyncio.sleep(0.001)
+                if broken and i == 1:
+                    raise ConnectionResetError("fake upstream breaks mid-stream")
+        elif kind == "thinking":
+            empty = {"type": "thinking", "thinking": "", "signature": ""}
+            yield event("content_block_start", index=index, content_block=empty)
+            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+            yield event("content_block_delta", index=index, delta=delta)
+            signature = {"type": "signature_delta", "signature": block["signature"]}
+            yield event("content_block_delta", index=index, delta=signature)
+        else:
+            yield event("content_block_start", index=index, content_block={**block, "input": {}})
+            delta = {
+                "type": "input_json_delta",
+                "partial_json": orjson.dumps(block["input"]).decode(),
+            }
+            yield event("content_block_delta", index=index, delta=delta)
+        yield event("content_block_stop", index=index)
+    final = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    yield event("message_delta", delta=final, usage={"output_tokens": usage["output_tokens"]})
+    yield event("message_stop")
