@@ -56,11 +56,16 @@ def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
     content: list[dict[str, Any]]
     if steps and tools and done < steps:
         step = done + 1
+        tool, given = _tool_and_input(tools, step)
         content = [
             {"type": "thinking", "thinking": f"Step {step} next.", "signature": f"sig{step}"},
-            {"type": "tool_use", "id": f"toolu_{step}", "name": tools[0]["name"],
-             "input": {"step": step}},
-        ]  # fmt: skip
+            {
+                "type": "tool_use",
+                "id": f"toolu_{len(messages)}_{step}",
+                "name": tool,
+                "input": given,
+            },
+        ]
         stop = "tool_use"
     else:
         said = f"Done after {done} steps." if steps else text
@@ -68,8 +73,19 @@ def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
     size = len(orjson.dumps(body))
     usage = {"input_tokens": size // 8, "cache_creation_input_tokens": 5,
              "cache_read_input_tokens": size // 8, "output_tokens": 9}  # fmt: skip
-    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model"),
+    return {"id": f"msg_{len(messages)}_{done}", "type": "message", "role": "assistant", "model": body.get("model"),
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
+
+
+def _tool_and_input(tools: list[dict[str, Any]], step: int) -> tuple[str, dict[str, Any]]:
+    """A step's call, as a model reads the tools: a shell tool taking `command` (Claude
+    Code's Bash) prints the step and reads a long file; else the first tool, `{"step": N}`."""
+    for tool in tools:
+        properties = (tool.get("input_schema") or {}).get("properties") or {}
+        if "command" in properties:
+            return tool["name"], {"command": f"echo step {step} && cat notes.txt",
+                                  "description": f"Read the notes (step {step})"}  # fmt: skip
+    return tools[0]["name"], {"step": step}
 
 
 async def events(message: dict[str, Any], broken: bool = False) -> AsyncIterator[bytes]:

@@ -59,8 +59,9 @@ def to_chat(body: dict[str, Any]) -> Converted:
         add({"role": "system", "content": system}, Source("system"))
     elif isinstance(system, list) and system:
         add({"role": "system", "content": _parts(system, range(len(system)))}, Source("system"))
-    called: set[str] = set()
-    for i, message in enumerate(body.get("messages") or ()):
+    given = body.get("messages") or []
+    answered: set[tuple[int, int]] = set()  # (message, block) of results read after their call
+    for i, message in enumerate(given):
         if not isinstance(message, dict):
             continue
         if "x_context" in message:
@@ -76,21 +77,24 @@ def to_chat(body: dict[str, Any]) -> Converted:
         blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
         if len(blocks) != len(content or ()):
             blocks = []  # not blocks: the API will say so; counted as its JSON, kept
-        if role == "assistant":
-            if blocks:
-                add(_assistant(blocks, called), Source("message", i, list(range(len(blocks)))))
-            else:  # no blocks to read: counted as its JSON, kept or dropped whole
-                add({"role": "assistant", "content": json_text(content)}, Source("message", i))
+        if role == "assistant" and not blocks:  # nothing to read: its JSON, kept or dropped
+            add({"role": "assistant", "content": json_text(content)}, Source("message", i))
             continue
-        rest: list[int] = []
-        for j, block in enumerate(blocks):
-            use_id = block.get("tool_use_id")
-            if block.get("type") == "tool_result" and isinstance(use_id, str) and use_id in called:
-                result = {"role": "tool", "tool_call_id": use_id, "content": _result_text(block)}
-                add(result, Source("result", i, [j]))
-            else:
-                rest.append(j)
-        if rest or not blocks:
+        if role == "assistant":
+            results = _results_in(given[i + 1] if i + 1 < len(given) else None)
+            for piece in _pieces(blocks):
+                made = _assistant(blocks, piece)
+                add(made, Source("message", i, piece))
+                for call in made.get("tool_calls") or ():
+                    if call["id"] in results:  # each call's result right after it
+                        j = results.pop(call["id"])
+                        text = _result_text(given[i + 1]["content"][j])
+                        add({"role": "tool", "tool_call_id": call["id"], "content": text},
+                            Source("result", i + 1, [j]))  # fmt: skip
+                        answered.add((i + 1, j))
+            continue
+        rest = [j for j in range(len(blocks)) if (i, j) not in answered]
+        if rest or not blocks:  # a result its call did not just ask for stays a block here
             parts = _parts(blocks, rest) if blocks else json_text(content)
             chat = _tagged({"role": "user", "content": parts}, message)
             add(chat, Source("message", i, rest if blocks else None))
@@ -110,13 +114,43 @@ def _tagged(chat: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
-def _assistant(content: list[Any], called: set[str]) -> dict[str, Any]:
+def _results_in(message: Any) -> dict[str, int]:
+    """The tool results a user message holds, by the id of the call they answer."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list) or message.get("role") != "user":
+        return {}
+    return {
+        b["tool_use_id"]: j
+        for j, b in enumerate(content)
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+        and isinstance(b.get("tool_use_id"), str)
+    }  # fmt: skip
+
+
+def _pieces(blocks: list[dict[str, Any]]) -> list[list[int]]:
+    """An assistant message's blocks in runs that each end with a `tool_use` (the thinking
+    and text before it go with it); blocks after the last one join the last run. Claude
+    Code sends a whole tool loop as one assistant message: each step is a piece the planner
+    may keep, clear or drop with its result."""
+    pieces: list[list[int]] = [[]]
+    for j, block in enumerate(blocks):
+        pieces[-1].append(j)
+        if block.get("type") == "tool_use":
+            pieces.append([])
+    if not pieces[-1]:
+        pieces.pop()
+    elif len(pieces) > 1:  # trailing text after the last call: with that call
+        pieces[-2] += pieces.pop()
+    return pieces
+
+
+def _assistant(blocks: list[dict[str, Any]], piece: list[int]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
-    for j, block in enumerate(content):
+    for j in piece:
+        block = blocks[j]
         kind = block.get("type")
         if kind == "tool_use" and isinstance(block.get("id"), str):
-            called.add(block["id"])
             function = {"name": str(block.get("name")), "arguments": json_text(block.get("input"))}
             calls.append({"id": block["id"], "type": "function", "function": function})
         elif kind not in SILENT_BLOCKS:

@@ -24,33 +24,48 @@ def to_messages(body: dict[str, Any], conv: Converted, planned: list[Any]) -> di
     """`body` with `system` and `messages` as the planned chat messages say."""
     given: list[Any] = body.get("messages") or []
     system: Any = body.get("system")
-    turns: list[Turn] = []
+    slots: dict[int, list[tuple[int, Any]]] = {}  # a client message's kept (index, block)s
+    same_whole: set[int] = set()  # client messages kept whole and unchanged
+    made: dict[int, list[Any]] = {}  # the proxy's own messages, after the slot they follow
+    last = -1
     for m in planned:
         k = m.get(MARK) if isinstance(m, dict) else None
         if not isinstance(k, int) or not 0 <= k < len(conv.sources):
-            turns.append(Turn("user", [{"type": "text", "text": _text_of(m.get("content"))}]))
+            made.setdefault(last, []).append({"type": "text", "text": _text_of(m.get("content"))})
             continue
         source, same = conv.sources[k], m is conv.messages[k]
         if source.kind == "system":
             system = system if same else _edited_system(system, m.get("content"))
             continue
-        original = given[source.message]
-        role = "assistant" if original.get("role") == "assistant" else "user"
-        content = original.get("content")
-        whole = same and (source.blocks is None or len(source.blocks) == len(content))
-        if whole:
-            turns.append(Turn(role, _blocks(content), original))
-        elif source.blocks is None:  # string content, edited
-            turns.append(Turn(role, [{"type": "text", "text": _text_of(m.get("content"))}]))
+        last = source.message
+        content = given[last].get("content")
+        kept = slots.setdefault(last, [])
+        if source.blocks is None:
+            if same:
+                same_whole.add(last)
+            text = content if same and isinstance(content, str) else _text_of(m.get("content"))
+            kept.append((0, {"type": "text", "text": text}))
         elif source.kind == "result":
-            block = content[source.blocks[0]]
-            if not same:
-                block = {**block, "content": _text_of(m.get("content"))}
-            turns.append(Turn("user", [block]))
+            j = source.blocks[0]
+            block = content[j] if same else {**content[j], "content": _text_of(m.get("content"))}
+            kept.append((j, block))
         elif same:
-            turns.append(Turn(role, [content[j] for j in source.blocks]))
+            kept += ((j, content[j]) for j in source.blocks)
         else:
-            turns.append(Turn(role, _edited_blocks(content, source.blocks, m.get("content"))))
+            kept += _edited_blocks(content, source.blocks, m.get("content"))
+    turns: list[Turn] = [Turn("user", made[-1])] if -1 in made else []
+    for i in sorted(slots):
+        original = given[i]
+        blocks = [block for _, block in sorted(slots[i], key=lambda pair: pair[0])]
+        content = original.get("content")
+        whole = i in same_whole or (
+            isinstance(content, list) and len(blocks) == len(content)
+            and all(a is b for a, b in zip(blocks, content, strict=True))
+        )  # fmt: skip
+        role = "assistant" if original.get("role") == "assistant" else "user"
+        turns.append(Turn(role, blocks, original if whole else None))
+        if i in made:
+            turns.append(Turn("user", made[i]))
     out = dict(body)  # the body's keys in their order, two of them replaced
     if system is not None:
         out["system"] = system
@@ -66,10 +81,6 @@ class Turn:
     role: str
     blocks: list[Any]
     original: dict[str, Any] | None = None
-
-
-def _blocks(content: Any) -> list[Any]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def _alternating(turns: list[Turn], given: list[Any]) -> list[Any]:
@@ -98,12 +109,12 @@ def _alternating(turns: list[Turn], given: list[Any]) -> list[Any]:
 def _edited_system(system: Any, planned: Any) -> Any:
     if isinstance(system, str) or not isinstance(system, list):
         return planned if isinstance(planned, str) else _text_of(planned)
-    return _edited_blocks(system, list(range(len(system))), planned)
+    return [block for _, block in _edited_blocks(system, list(range(len(system))), planned)]
 
 
-def _edited_blocks(content: list[Any], chosen: list[int], planned: Any) -> list[Any]:
-    """The chosen blocks with the planner's new text; other blocks (tool_use, thinking,
-    images) as they came."""
+def _edited_blocks(content: list[Any], chosen: list[int], planned: Any) -> list[tuple[int, Any]]:
+    """The chosen blocks, by index, with the planner's new text; other blocks (tool_use,
+    thinking, images) as they came."""
     texts: dict[int, str] = {}
     if isinstance(planned, str):
         first = next((j for j in chosen if _is_text(content[j])), None)
@@ -116,13 +127,13 @@ def _edited_blocks(content: list[Any], chosen: list[int], planned: Any) -> list[
                 texts[j] = p["text"]
         kept = {p.get(PART_MARK) for p in planned if isinstance(p, dict)}
         chosen = [j for j in chosen if j in kept or not _is_text(content[j])]
-    out = []
+    out: list[tuple[int, Any]] = []
     for j in chosen:
         block = content[j]
         if j in texts and texts[j] != block.get("text"):
             block = {**block, "text": texts[j]}
             block.pop("citations", None)  # they point into the old text
-        out.append(block)
+        out.append((j, block))
     return out
 
 

@@ -1,4 +1,4 @@
-"""The Codex CLI (from npm, tests/codex_cli.py) runs real tool loops through the proxy:
+"""The Codex CLI (from npm, tests/npm_clients.py) runs real tool loops through the proxy:
 `codex exec`, then `codex exec resume --last`, against a fake model that asks it to run a
 shell command per step (print the step, read a long file in a scratch directory). Codex
 always streams over the Responses API. The history goes over the budget step after step:
@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from tests.codex_cli import codex_binary, codex_environment
 from tests.conftest import RunningProxy
 from tests.fake_responses import pairing_problem
 from tests.fake_upstream import FakeUpstream
+from tests.npm_clients import CODEX, client_environment, npm_binary
 from tests.server.test_proxy_e2e import usage_rows
 
 WINDOW = 20_000  # Codex's own setup (instructions, nine tools) is about 10k tokens
@@ -36,11 +36,11 @@ def codex(
         f'model_providers.proxy={{name="proxy",base_url="{proxy.url}/v1",'
         f'env_key="PROXY_KEY",wire_api="responses"}}'
     )
-    command = [str(codex_binary()), "exec", *args[:1], "--skip-git-repo-check",
+    command = [str(npm_binary(CODEX)), "exec", *args[:1], "--skip-git-repo-check",
                "--dangerously-bypass-approvals-and-sandbox", "-c", "model_provider=proxy",
                "-c", provider, "-m", "gpt-4o", *args[1:]]  # fmt: skip
     return subprocess.run(
-        command, cwd=work, env=codex_environment(home, "PROXY_KEY", "sk-codex"),
+        command, cwd=work, env=client_environment(home, CODEX_HOME=str(home / ".codex"), PROXY_KEY="sk-codex"),
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 

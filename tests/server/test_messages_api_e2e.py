@@ -93,12 +93,18 @@ def test_an_anthropic_sdk_tool_loop_is_trimmed_inside_the_loop(
         assert rec.headers["anthropic-beta"] == "fake-beta-1"
         assert rec.headers["anthropic-version"]
         for message in body["messages"]:  # a thinking block stays before its tool_use
-            kinds = [b["type"] for b in message["content"]] if isinstance(message["content"], list) else []
+            kinds = (
+                [b["type"] for b in message["content"]]
+                if isinstance(message["content"], list)
+                else []
+            )
             if "tool_use" in kinds:
                 assert kinds[0] == "thinking"
     rows = usage_rows(claude_proxy, at_least=STEPS + 1)
     assert len(rows) == STEPS + 1
-    assert all(r["api"] == "messages" and r["status"] == 200 and r["team"] == "claude" for r in rows)
+    assert all(
+        r["api"] == "messages" and r["status"] == 200 and r["team"] == "claude" for r in rows
+    )
     assert all(r["tokens_after"] <= BUDGET for r in rows)
     assert sum(r["tokens_before"] > BUDGET for r in rows) >= 4
     for rec, row in zip(sent, rows, strict=True):  # the upstream's own usage, cache included
@@ -159,10 +165,12 @@ def test_a_broken_stream_ends_with_an_anthropic_error_event(
     claude_proxy: RunningProxy, upstream: FakeUpstream
 ) -> None:
     upstream.mode = "break"
-    with pytest.raises(anthropic.APIStatusError):
-        with client(claude_proxy).messages.stream(
+    with (
+        pytest.raises(anthropic.APIStatusError),
+        client(claude_proxy).messages.stream(
             model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "Hi"}]
-        ) as events:
-            events.get_final_message()
+        ) as events,
+    ):
+        events.get_final_message()
     rows = usage_rows(claude_proxy)
     assert rows[-1]["status"] == 502 and rows[-1]["error"] == "upstream_stream_broken"
