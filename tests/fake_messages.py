@@ -1,5 +1,7 @@
-"""The fake upstream's Anthropic Messages API: the API's own checks (first message a user
-one, every `tool_result` answering a `tool_use` of the message before it), a model that
+"""The fake upstream's Anthropic Messages API: the API's own checks, strictly (first
+message a user one, roles alternating, every `tool_result` answering a `tool_use` of the
+message before it, at most four cache points, with thinking on the assistant message a
+tool result answers starting with its thinking), a model that
 runs a tool loop (a `tool_use` of the first tool per step, the step read from the newest
 result, as fake_agent_model.py does for chat), and the typed events of a stream."""
 
@@ -20,6 +22,20 @@ def problem(body: dict[str, Any]) -> str | None:
     messages = body.get("messages") or []
     if not messages or messages[0].get("role") != "user":
         return "messages: the first message must use the user role"
+    points = _cache_points(body)
+    if points > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {points}."
+    for n in range(1, len(messages)):
+        if messages[n].get("role") == messages[n - 1].get("role"):
+            return f"messages.{n}: roles must alternate between `user` and `assistant`"
+    thinking = (body.get("thinking") or {}).get("type") == "enabled"
+    last = messages[-1].get("content")
+    if thinking and isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        final = messages[-2].get("content") if len(messages) > 1 else None
+        first = final[0].get("type") if isinstance(final, list) and final else None
+        if first not in ("thinking", "redacted_thinking"):
+            return (f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                    f"`redacted_thinking`, but found `{first}`")  # fmt: skip
     previous_uses: set[str] = set()
     for n, message in enumerate(messages):
         content = message.get("content")
@@ -40,6 +56,16 @@ def problem(body: dict[str, Any]) -> str | None:
                 return f"messages.{n}: `tool_use` ids were found without `tool_result` blocks"
         previous_uses = uses
     return None
+
+
+def _cache_points(body: dict[str, Any]) -> int:
+    blocks = [*(body.get("tools") or [])]
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for message in body.get("messages") or []:
+        if isinstance(message.get("content"), list):
+            blocks += message["content"]
+    return sum(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
 def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:

@@ -46,6 +46,27 @@ class Converted:
     tagged: bool = False  # a message carries x_context: never forwarded as it came
 
 
+ANTHROPIC_BLOCKS = frozenset(
+    ("tool_use", "tool_result", "thinking", "redacted_thinking", "document")
+)
+
+
+def is_messages_body(body: dict[str, Any]) -> bool:
+    """A Messages body rather than a chat one: a top-level `system`, or a block only the
+    Messages API has. (One of plain strings and no system plans alike either way.)"""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or "input" in body:
+        return False
+    if "system" in body:
+        return True
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS:
+                return True
+    return False
+
+
 def to_chat(body: dict[str, Any]) -> Converted:
     conv = Converted({}, [], [])
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from proxy import anthropic
 from proxy.cli.plan_view import render_plan
 from proxy.errors import ProxyError
 from proxy.items import is_responses_body, to_chat
@@ -52,9 +53,12 @@ def run_plan(args: argparse.Namespace) -> int:
         return 1
     try:
         body = parse_model_body(raw)
-        # A Responses API body is planned as the neutral chat messages it reads as.
+        # A Responses or Messages body is planned as the neutral chat messages it reads as.
         conv = to_chat(check_responses_body(body)) if is_responses_body(body) else None
-        chat = conv.body if conv is not None else check_chat_body(body)
+        blocks = (
+            anthropic.to_chat(check_chat_body(body)) if anthropic.is_messages_body(body) else None
+        )
+        chat = conv.body if conv is not None else blocks.body if blocks else check_chat_body(body)
         tokenizer = TokenCounter().for_model(body["model"], policy)
         window = ContextWindows().lookup(body["model"], policy)
         outcome = plan_request(chat, policy, tokenizer, window)
@@ -72,6 +76,9 @@ def run_plan(args: argparse.Namespace) -> int:
             if conv is None
             else {"request": rewritten(body, conv, outcome), "report": report_json(outcome, body)}
         )
+        if blocks is not None:
+            request = anthropic.to_messages(body, blocks, outcome.body["messages"])
+            answer = {"request": request, "report": outcome.report.to_json()}
         sys.stdout.buffer.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2) + b"\n")
         return 0
     level = level_for(
@@ -82,6 +89,7 @@ def run_plan(args: argparse.Namespace) -> int:
         f"window {outcome.context_window or 'unknown'} · budget {outcome.budget or 'none'}"
         f"{' · estimated count' if outcome.estimated else ''}"
         f"{' · Responses API body' if conv is not None else ''}"
+        f"{' · Messages API body' if blocks is not None else ''}"
     )
     print(
         f"tokens {outcome.tokens_before:,} → {outcome.tokens_after:,} · level {level.value} · "

@@ -8,6 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from proxy import anthropic
 from proxy.errors import ProxyError
 from proxy.items import Converted, is_responses_body, to_chat
 from proxy.planner import PlanOutcome, Refused
@@ -50,8 +51,12 @@ async def context_plan(request: Request) -> Response:
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
         body = parse_model_body(raw)
-        conv: Converted | None = None
-        if is_responses_body(body):
+        conv: Converted | anthropic.Converted | None = None
+        if anthropic.is_messages_body(body):
+            check_counts(check_chat_body(body)["messages"], "messages", len(raw))
+            conv = anthropic.to_chat(body)
+            chat = conv.body
+        elif is_responses_body(body):
             entries = check_counts(check_responses_body(body).get("input"), "input", len(raw))
             big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
             conv = await off_loop(services, to_chat, body) if big else to_chat(body)
@@ -83,12 +88,17 @@ async def context_plan(request: Request) -> Response:
 
 
 def plan_answer(
-    outcome: PlanOutcome, body: dict[str, Any] | None = None, conv: Converted | None = None
+    outcome: PlanOutcome,
+    body: dict[str, Any] | None = None,
+    conv: Converted | anthropic.Converted | None = None,
 ) -> bytes:
-    """The plan endpoint's body: the rewritten request (a Responses body for a Responses
-    request) and its report."""
+    """The plan endpoint's body: the rewritten request (a Responses or Messages body for
+    one of those) and its report."""
     if conv is None or body is None:
         return encoded({"request": outcome.body, "report": outcome.report.to_json()})
+    if isinstance(conv, anthropic.Converted):
+        written = anthropic.to_messages(body, conv, outcome.body["messages"])
+        return encoded({"request": written, "report": outcome.report.to_json()})
     note_previous(body, outcome)
     answer = {"request": rewritten(body, conv, outcome), "report": report_json(outcome, body)}
     return encoded(answer)

@@ -57,7 +57,13 @@ def conversation(steps: list[int], merged: bool = False) -> dict[str, Any]:
         messages.append({"role": "user", "content": [b for _, r in pairs for b in r["content"]]})
     else:
         messages += [m for pair in pairs for m in pair]
-    return {"model": MODEL, "max_tokens": 256, "system": system, "messages": messages}
+    ask = {"type": "text", "text": "Now run the tests."}
+    if pairs:  # the newest results go with the next ask, in one user message
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
+    else:
+        messages.append({"role": "user", "content": [ask]})
+    return {"model": MODEL, "max_tokens": 256, "system": system, "messages": messages,
+            "thinking": {"type": "enabled", "budget_tokens": 1024}}  # fmt: skip
 
 
 def planned(body: dict[str, Any], budget: int) -> dict[str, Any] | None:
@@ -89,6 +95,7 @@ def test_each_tool_use_and_its_result_are_one_exchange_even_in_one_message() -> 
         "tool",
         "assistant",
         "tool",
+        "user",  # the ask after the newest result
     ]
     assert [m["tool_calls"][0]["id"] for m in conv.messages if m["role"] == "assistant"] == [
         "toolu_0", "toolu_1", "toolu_2"]  # fmt: skip
@@ -114,7 +121,7 @@ def test_dropping_steps_of_a_merged_loop_keeps_the_rest_paired() -> None:
     out = to_messages(body, conv, keep)
     assert problem(out) is None
     ids = [b.get("id") or b.get("tool_use_id") for m in out["messages"][1:] for b in m["content"]]
-    assert ids == [None, "toolu_0", None, "toolu_2", "toolu_0", "toolu_2"]
+    assert ids == [None, "toolu_0", None, "toolu_2", "toolu_0", "toolu_2", None]  # the ask last
 
 
 def test_a_made_message_becomes_user_text_merged_into_its_neighbour() -> None:
@@ -158,6 +165,22 @@ def test_every_plan_keeps_the_apis_rules_and_the_setup(
             if kind == "tool_use":
                 assert k > 0 and kinds[k - 1] == "thinking"
     assert TOKENS.count_request(to_chat(out).body) <= budget
+    assert planned(body, budget) == out  # the same body, the same plan
+    assert out["messages"][-1]["content"][-1] == body["messages"][-1]["content"][-1]  # the ask
+    order = [
+        orjson.dumps(b)
+        for m in body["messages"]
+        for b in m["content"]
+        if isinstance(m["content"], list)
+    ]
+    kept = [
+        orjson.dumps(b)
+        for m in out["messages"]
+        for b in m["content"]
+        if isinstance(m["content"], list)
+    ]
+    kept_tool_blocks = [b for b in kept if b in order and b"tool_use" in b]
+    assert kept_tool_blocks == [b for b in order if b in kept_tool_blocks]  # in their order
 
 
 def test_the_captured_claude_code_request_is_counted_with_its_tools() -> None:
@@ -167,3 +190,21 @@ def test_the_captured_claude_code_request_is_counted_with_its_tools() -> None:
     bare = TOKENS.count_request(to_chat({**captured, "tools": []}).body)
     schemas = TOKENS.count_text(orjson.dumps(captured["tools"]).decode())
     assert 0.8 * schemas <= whole - bare <= 1.2 * schemas  # tools, about as their JSON
+
+
+def test_context_proxy_plan_reads_and_writes_a_messages_body(tmp_path: Path, capsys: Any) -> None:
+    from proxy.cli.main import main
+
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "default.yaml").write_text(f"models:\n  {MODEL}: {{context_window: 2500}}\n")
+    body = conversation([300] * 8, merged=True)
+    (tmp_path / "request.json").write_bytes(orjson.dumps(body))
+    assert main(["plan", str(tmp_path / "request.json"), "--policies", str(folder), "--json"]) == 0
+    answer = orjson.loads(capsys.readouterr().out)
+    request = answer["request"]
+    assert request["system"] == body["system"] and problem(request) is None
+    assert len(request["messages"][1]["content"]) < len(body["messages"][1]["content"])
+    assert answer["report"]["tokens_after"] <= 2000 < answer["report"]["tokens_before"]
+    assert main(["plan", str(tmp_path / "request.json"), "--policies", str(folder)]) == 0
+    assert "Messages API body" in capsys.readouterr().out

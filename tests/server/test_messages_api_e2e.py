@@ -174,3 +174,30 @@ def test_a_broken_stream_ends_with_an_anthropic_error_event(
         events.get_final_message()
     rows = usage_rows(claude_proxy)
     assert rows[-1]["status"] == 502 and rows[-1]["error"] == "upstream_stream_broken"
+
+
+def test_the_plan_route_answers_a_messages_body_with_what_would_be_forwarded(
+    claude_proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    upstream.mode = "ok"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for n in range(10):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "read_file", "input": {"step": n}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": read_file(n)}]},
+        ]  # fmt: skip
+    body = {
+        "model": MODEL,
+        "max_tokens": 64,
+        "system": SYSTEM,
+        "tools": [TOOL],
+        "messages": messages,
+    }
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    planned = httpx.post(claude_proxy.url + "/v1/context/plan", json=body, headers=headers)
+    assert planned.status_code == 200
+    answer = planned.json()
+    assert answer["report"]["tokens_after"] <= BUDGET < answer["report"]["tokens_before"]
+    sent = httpx.post(claude_proxy.url + "/v1/messages", json=body, headers=headers)
+    assert sent.status_code == 200
+    assert upstream.messages_requests[-1].json() == answer["request"]
