@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.items.read import MARK, PART_MARK, json_text
+from proxy.tokens.chat import PROVIDER_OVERHEAD
 
+# What Anthropic adds to a request on its own: a system prompt for tool use (346 tokens for
+# the Claude 4 models with tool_choice auto, the most of any it publishes), and, with
+# extended thinking on, text its published count example shows (88 tokens where the blocks
+# alone estimate 75: counted as 32, a margin over it).
+TOOL_USE_PROMPT = 346
+THINKING_PROMPT = 32
 SILENT_BLOCKS = frozenset(("thinking", "redacted_thinking"))
 # An image is counted as the largest one (a URL that is never read counts so): Claude's
 # own rule (width x height / 750, about 1,600 at most) is close to that.
@@ -123,10 +130,18 @@ def to_chat(body: dict[str, Any]) -> Converted:
     tools = [_tool(t) for t in body.get("tools") or () if isinstance(t, dict)]
     if tools:
         conv.body["tools"] = tools
+    added = (TOOL_USE_PROMPT if tools else 0) + (THINKING_PROMPT if _thinks(body) else 0)
+    if added:
+        conv.body[PROVIDER_OVERHEAD] = added
     limit = body.get("max_tokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
         conv.body["max_completion_tokens"] = limit
     return conv
+
+
+def _thinks(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
 def _tagged(chat: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:

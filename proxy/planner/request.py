@@ -164,9 +164,7 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
     return make_outcome(run, forwarded, (before, after), counts, layout.problems, report)
 
 
-def _fitted(
-    run: Run, counted: Counted, fit: Fit, note: bool
-) -> tuple[Plan, list[Any], int, bool]:
+def _fitted(run: Run, counted: Counted, fit: Fit, note: bool) -> tuple[Plan, list[Any], int, bool]:
     """The plan that fits (with the budget note when asked for and there is room), the
     forwarded messages, their count, and whether the note is in; Refused when the policy
     rejects a request whose required parts alone are over the budget."""

@@ -39,6 +39,7 @@ async def chat_completions(request: Request) -> Response:
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_factor = tokenizer.factor
         cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
         ex.outcome = outcome = await plan(
             services, policy, body, tokenizer, len(raw), cached, ex.request_id, tags=tag_marks(raw)

@@ -88,6 +88,7 @@ class Exchange:
     cached_tokens: int | None = None  # as the upstream reported them; None when it did not
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
+    count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
     # Set by finish, read by book: when and how it ended, and the plan's figures.
     ended: float = 0.0
     ended_at: float = 0.0  # time.time(), for the row's timestamp
@@ -240,6 +241,18 @@ class Exchange:
             saved,  # saved_usd
         )
         services.usage.write(record)
+        if (
+            self.count_factor != 1.0
+            and self.usage_from_upstream
+            and o
+            and o.tokens_after
+            and prompt
+        ):
+            moved = services.counter.observe_reported(
+                self.model, o.tokens_after, self.count_factor, prompt
+            )
+            if moved is not None:
+                services.metrics.count_factor.labels(self._model_label(services, status)).set(moved)
         if status >= 500:  # the operator's signal that an upstream is failing; ids, no content
             log.warning(
                 "request failed upstream",

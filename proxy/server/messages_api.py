@@ -57,6 +57,7 @@ async def create_message(request: Request) -> Response:
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_factor = tokenizer.factor
         big = len(raw) > PLAN_INLINE_MAX_BYTES
         conv = await off_loop(services, to_chat, body) if big else to_chat(body)
         ex.outcome = outcome = await plan(

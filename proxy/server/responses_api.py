@@ -66,6 +66,7 @@ async def create_response(request: Request) -> Response:
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
         tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_factor = tokenizer.factor
         # Reading items and writing them back is linear but Python: past a megabyte or
         # INLINE_MAX_ITEMS items and parts it runs in a worker thread, like a big plan, so
         # that the event loop keeps serving.

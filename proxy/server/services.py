@@ -78,6 +78,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     shared: SharedState | None = None
     if settings.state:
         from proxy.state import SharedState
+
         # Redis holds every replica's counts; the log (this replica's share) is read only
         # when Redis cannot be reached at start.
         shared = await SharedState.open(

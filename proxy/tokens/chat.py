@@ -38,6 +38,9 @@ from proxy.types import Alongside, Body, Message
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
 # The fields _overhead reads besides the messages; a body without any (the usual one) costs
 # the priming alone, known without walking it.
+# A neutral body's tokens the provider adds on its own (Anthropic's tool-use system prompt):
+# counted as they are, never scaled, never forwarded (only neutral bodies carry it).
+PROVIDER_OVERHEAD = "x_provider_tokens"
 _EXTRAS = frozenset({"tools", "functions", "tool_choice", "function_call", "response_format"})
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
 # milliseconds of tiktoken: worth a thread's start).
@@ -68,6 +71,11 @@ class ChatTokenizer:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def factor(self) -> float:
+        """What the base encoding's counts are multiplied by: 1 for an exact tokenizer."""
+        return self._factor
 
     @property
     def estimated(self) -> bool:
@@ -186,7 +194,9 @@ class ChatTokenizer:
         return out
 
     def count_request_overhead(self, body: Body) -> int:
-        return self._scale(self._priming if _EXTRAS.isdisjoint(body) else self._overhead(body))
+        n = self._scale(self._priming if _EXTRAS.isdisjoint(body) else self._overhead(body))
+        provider = body.get(PROVIDER_OVERHEAD)  # a provider's own prompt, in its tokens
+        return n + provider if type(provider) is int and provider > 0 else n
 
     def count_request(self, body: Body) -> int:
         """All prompt tokens of a chat-completion body: its messages plus the overhead."""
@@ -281,8 +291,6 @@ class ChatTokenizer:
 
 def _dicts(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 
 
 def _in_thread(work: Callable[[], T]) -> Future[T]:

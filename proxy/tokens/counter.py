@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from proxy.policy import Policy
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.chat import ChatTokenizer
 from proxy.tokens.images import ImageRule, image_rule
 from proxy.tokens.text import CountCache, HFText, TiktokenText, load_encoding
@@ -57,6 +58,7 @@ class TokenCounter:
         self._texts: dict[str, TiktokenText | HFText] = {}
         self._tokenizers: dict[tuple[str, float, ImageRule, int], ChatTokenizer] = {}
         self._by_model: dict[tuple[str, str | None], ChatTokenizer] = {}
+        self.calibration = CountCalibration()  # estimated models' factors, from answers
 
     def for_model(self, model: str, policy: Policy) -> Tokenizer:
         """The tokenizer for `model` under `policy` (its `models.<name>.tokenizer` first)."""
@@ -79,6 +81,20 @@ class TokenCounter:
                 self._by_model[key] = found
         return found
 
+    def observe_reported(
+        self, model: str, counted: int, used: float, reported: int
+    ) -> float | None:
+        """An answer's reported prompt tokens for a request the estimate counted as
+        `counted` with factor `used`: the model's new factor when it moved (its tokenizer is
+        rebuilt with it on next use), else None."""
+        start = _tiktoken_for(base_model(model))[1]
+        moved = self.calibration.observe(model, counted / used, reported, start)
+        if moved is not None:
+            with self._lock:
+                for key in [k for k in self._by_model if k[0] == model]:
+                    del self._by_model[key]
+        return moved
+
     @staticmethod
     def _key(model: str, policy: Policy) -> tuple[str, str | None]:
         configured = policy_model(model, policy)
@@ -96,6 +112,8 @@ class TokenCounter:
                 encoding, factor = "cl100k_base", max(factor, _DEFAULT_FACTOR)
         if source is None:
             source = self._tiktoken(encoding)
+            if factor != 1.0:  # an estimate: the factor answers have shown, once there is one
+                factor = self.calibration.factor(model) or factor
         # o3/o4 replies are primed with one token less (tests/data/count_fixtures.json).
         priming = 2 if name.startswith(("o3", "o4")) else 3
         key = (source.name, factor, image_rule(name), priming)

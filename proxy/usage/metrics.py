@@ -46,6 +46,13 @@ class Metrics:
             ("team",),
             registry=r,
         )
+        self.count_factor = Gauge(
+            p + "token_estimate_factor",
+            "The factor an estimated model's counts are multiplied by, calibrated from the "
+            "prompt tokens its upstream reports.",
+            ("model",),
+            registry=r,
+        )
         self.quota_limit = Gauge(
             p + "quota_limit_tokens", "The binding quota's limit.", ("team",), registry=r
         )

@@ -98,10 +98,11 @@ def test_claude_code_runs_its_loop_through_the_proxy_and_continues_it(
         body = rec.json()
         assert rec.headers["x-api-key"] == TEAM_KEY
         assert body["system"] == opening["system"]  # the setup, as Claude Code sent it
-        # Claude Code moves its own cache point to the newest message: the rest is as sent
-        assert without_cache_points(body["messages"][0]) == without_cache_points(
-            opening["messages"][0]
-        )
+        # Claude Code moves its own cache point to the newest message; a turn whose whole
+        # history between was dropped is merged into it (the API wants roles to alternate)
+        setup = without_cache_points(opening["messages"][0])["content"]
+        first = without_cache_points(body["messages"][0])["content"]
+        assert first[: len(setup)] == setup
         assert 1 <= cache_points(body) <= 4
     rows = usage_rows(code_proxy, at_least=len(upstream.messages_requests))
     assert all(r["api"] == "messages" and r["status"] == 200 for r in rows)

@@ -201,3 +201,26 @@ def test_the_plan_route_answers_a_messages_body_with_what_would_be_forwarded(
     sent = httpx.post(claude_proxy.url + "/v1/messages", json=body, headers=headers)
     assert sent.status_code == 200
     assert upstream.messages_requests[-1].json() == answer["request"]
+
+
+def test_reported_counts_calibrate_the_estimate_shown_in_metrics(
+    claude_proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """The fake reports about a token per 4 bytes of body: for `word word ...` more than the
+    estimate's 1.25 per cl100k token, so the factor rises to what was reported, plus 2%."""
+    sdk = client(claude_proxy)
+    sdk.messages.create(
+        model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "word " * 3000}]
+    )
+    row = usage_rows(claude_proxy)[-1]
+    raw = row["tokens_after"] / 1.25
+    metrics = httpx.get(claude_proxy.url + "/metrics").text
+    shown = [line for line in metrics.splitlines()
+             if line.startswith(f'context_proxy_token_estimate_factor{{model="{MODEL}"}}')]  # fmt: skip
+    assert shown, metrics[-2000:]
+    factor = float(shown[0].split()[-1])
+    assert factor >= row["prompt_tokens"] / raw * 1.02 - 0.01 and factor > 1.25
+    after = sdk.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "word " * 3000}]
+    )
+    assert after.input_tokens >= row["prompt_tokens"]  # now counted at least as reported

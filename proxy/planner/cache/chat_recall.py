@@ -57,9 +57,7 @@ def recall(
     cache = run.policy.cache
     units, cost, n = cut.history.units, cut.history.cost, cut.n
     text, base = layout.text, layout.base
-    texts = [
-        text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units
-    ]
+    texts = [text[base[u[0]]] if len(u) == 1 else " ".join(text[base[i]] for i in u) for u in units]
     query, context = query_texts(layout)
     query = without_own_label(query)
     terms = run.terms
