@@ -130,8 +130,11 @@ def to_chat(body: dict[str, Any]) -> Converted:
     tools = [_tool(t) for t in body.get("tools") or () if isinstance(t, dict)]
     if tools:
         conv.body["tools"] = tools
+    # Anthropic's own prompts, for its models (other models served over this API by
+    # compatible gateways do not get them)
+    claude = "claude" in str(body.get("model")).lower()
     added = (TOOL_USE_PROMPT if tools else 0) + (THINKING_PROMPT if _thinks(body) else 0)
-    if added:
+    if added and claude:
         conv.body[PROVIDER_OVERHEAD] = added
     limit = body.get("max_tokens")
     if isinstance(limit, int) and not isinstance(limit, bool):

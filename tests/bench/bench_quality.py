@@ -39,8 +39,9 @@ from quality_score import (  # noqa: E402
     kept_evidence,
     setup_kept,
 )
-from quality_sets import SETS, Msg, Stream  # noqa: E402
+from quality_sets import SETS, Msg, Stream, as_messages_body  # noqa: E402
 
+from proxy import anthropic  # noqa: E402
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
 from proxy.policy.model import CachePolicy, ModelPolicy, Policy  # noqa: E402
@@ -57,6 +58,7 @@ BUDGETS = {
     "tau-airline": (2800, 3500),  # 2,800: most decision points over the budget
     "agent-runs": (16000, 32000),
     "text-agent": (16000, 32000),
+    "agent-runs-messages": (16000, 32000),
 }
 METHODS = ("default", "per-request", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
@@ -105,6 +107,34 @@ def planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
                 return list(plan_request(body, policy, tok, window, terms=terms).body["messages"])
             except ContextLengthExceeded:
                 return None
+
+        return run
+
+    return make
+
+
+def messages_planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
+    """`planner` for a body sent as Anthropic's Messages API takes it: converted, read into
+    neutral messages, planned, written back as blocks, and read again for scoring (tool
+    results come back as the tool messages they were)."""
+    policy = Policy(
+        models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
+        cache=CachePolicy(enabled=cache),
+    )
+    window = round(budget / 0.8)
+
+    def make() -> Method:
+        terms = TermIndex()
+
+        def run(body: dict[str, Any]) -> list[Msg] | None:
+            sent = as_messages_body(body)
+            conv = anthropic.to_chat(sent)
+            try:
+                outcome = plan_request(conv.body, policy, tok, window, terms=terms)
+            except ContextLengthExceeded:
+                return None
+            written = anthropic.to_messages(sent, conv, outcome.body["messages"])
+            return [dict(m) for m in anthropic.to_chat(written).messages]
 
         return run
 
@@ -167,9 +197,10 @@ def run(
     for name in sets:
         streams = SETS[name](limit)
         for budget in BUDGETS[name]:
+            plans = messages_planner if name.endswith("-messages") else planner
             makers: dict[str, Callable[[], Method]] = {
-                "default": planner(tok, budget, True),
-                "per-request": planner(tok, budget, False),
+                "default": plans(tok, budget, True),
+                "per-request": plans(tok, budget, False),
                 "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
             }
             for method in methods:

@@ -241,7 +241,7 @@ def _tau_tools(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 except orjson.JSONDecodeError:
                     args = {}
                 props = seen.setdefault(f["name"], {})
-                for key, value in (args.items() if isinstance(args, dict) else ()):
+                for key, value in args.items() if isinstance(args, dict) else ():
                     props.setdefault(key, _json_type(value))
     return [
         {
@@ -323,12 +323,65 @@ def as_text(messages: Sequence[Msg]) -> list[Msg]:
     return out
 
 
+def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat body as Anthropic's Messages API takes it: system messages in `system`, each
+    call a `tool_use` block, each run of tool results one user message of `tool_result`
+    blocks, tools as `input_schema`."""
+    system = "\n\n".join(
+        str(m.get("content")) for m in body["messages"] if m.get("role") == "system"
+    )
+    messages: list[Msg] = []
+    for m in body["messages"]:
+        role = m.get("role")
+        if role == "system":
+            continue
+        if role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
+            if (
+                messages
+                and messages[-1]["role"] == "user"
+                and isinstance(messages[-1]["content"], list)
+            ):
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": "user", "content": [block]})
+            continue
+        if role == "assistant" and m.get("tool_calls"):
+            blocks: list[Msg] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for call in m["tool_calls"]:
+                try:
+                    given = orjson.loads(call["function"]["arguments"])
+                except orjson.JSONDecodeError:
+                    given = {}
+                blocks.append({"type": "tool_use", "id": call["id"],
+                               "name": call["function"]["name"], "input": given})  # fmt: skip
+            messages.append({"role": "assistant", "content": blocks})
+            continue
+        messages.append({"role": "assistant" if role == "assistant" else "user",
+                         "content": str(m.get("content") or "")})  # fmt: skip
+    out: dict[str, Any] = {"model": body["model"], "max_tokens": 1024, "messages": messages}
+    if system:
+        out["system"] = system
+    tools = [t.get("function", t) for t in body.get("tools") or ()]
+    if tools:
+        out["tools"] = [{"name": t["name"], "description": t.get("description", ""),
+                         "input_schema": t.get("parameters", {})} for t in tools]  # fmt: skip
+    return out
+
+
 SETS = {
     "locomo": locomo,
     "realmem": realmem,
     "tau-airline": tau_airline,
     "agent-runs": agent_runs,
     "text-agent": lambda limit=0: agent_runs(limit, text=True),
+    # The same runs sent as Messages bodies (bench_quality.py plans them through the
+    # Messages API's read and write steps).
+    "agent-runs-messages": agent_runs,
 }
 
 
