@@ -115,6 +115,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         shared=shared,
         inclusion=inclusion,
     )
+    if shared is not None:
+        shared.counter = services.counter  # estimated models' factors, shared by the fleet
     metrics.watch_usage_log(usage)
     await _warm(services)  # before the first request, not beside it
     stop = asyncio.Event()

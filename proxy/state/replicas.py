@@ -22,8 +22,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from proxy.state.calibration_share import share_calibration
 from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
 from proxy.summaries import SummaryStore, open_store
+from proxy.tokens import TokenCounter
 from proxy.usage import Metrics, QuotaBook
 
 log = logging.getLogger("context_proxy.shared_state")
@@ -85,7 +87,7 @@ class _Batch:
 
 
 class SharedState:
-    """Redis-backed quota totals and summary cache for one replica."""
+    """Redis-backed quota totals, summary cache and count calibration for one replica."""
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class SharedState:
         self._lock = asyncio.Lock()
         self._apply = client.register_script(_APPLY)
         self._summaries = RedisSummaryStore(client, self.health)
+        self.counter: TokenCounter | None = None  # set once the services have one
         quotas.share()
 
     @classmethod
@@ -173,6 +176,13 @@ class SharedState:
                 self.health.failed("sync", RuntimeError("internal error"), self._unsent())
                 return False
             self.health.ok(self._unsent())
+            if self.counter is not None:  # a failure here is the calibration's, not quotas'
+                try:
+                    await share_calibration(self.client, self.counter, self._replica)
+                except FAILURES as exc:
+                    self.health.failed("count calibration", exc, self._unsent())
+                except Exception:
+                    log.exception("shared state: sharing the count calibration failed")
             return True
 
     def _unsent(self) -> int:

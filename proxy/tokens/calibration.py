@@ -27,6 +27,7 @@ MAX_MODELS = 1024  # model names come from clients: the table stays bounded
 class _Seen:
     samples: int = 0
     worst: float = 0.0  # the largest reported/raw ratio
+    unsent: int = 0  # answers not yet handed to the shared state (with --state)
 
 
 class CountCalibration:
@@ -56,15 +57,48 @@ class CountCalibration:
                     return None
                 seen = self._seen[model] = _Seen()
             seen.samples += 1
+            seen.unsent += 1
             seen.worst = max(seen.worst, reported / raw)
-            floor = seen.worst * (1 + FLOOR_MARGIN)  # never under what an answer showed
-            ceiling = max(start, floor)  # never over the family's factor unless shown needed
-            margin = SPREAD / math.sqrt(seen.samples) if seen.samples >= MIN_SAMPLES else math.inf
-            wanted = round(min(max(floor * (1 + margin), floor), ceiling), 3)
-            current = self._factors.get(model, start)
-            if abs(wanted - current) < MIN_CHANGE * current and current >= seen.worst * (
-                1 + FLOOR_MARGIN
-            ):
-                return None
-            self._factors[model] = wanted
-            return wanted
+            return self._settle(model, seen, start)
+
+    def take_unsent(self) -> dict[str, tuple[int, float]]:
+        """Answers seen here since the last call, and the worst ratio, by model: what the
+        shared state adds to the fleet's."""
+        with self._lock:
+            out = {m: (s.unsent, s.worst) for m, s in self._seen.items() if s.unsent}
+            for model in out:
+                self._seen[model].unsent = 0
+            return out
+
+    def give_back(self, taken: dict[str, tuple[int, float]]) -> None:
+        """Answers `take_unsent` gave that never reached the shared state."""
+        with self._lock:
+            for model, (samples, _) in taken.items():
+                if model in self._seen:
+                    self._seen[model].unsent += samples
+
+    def install(self, model: str, samples: int, worst: float, start: float) -> float | None:
+        """The whole fleet's answers for `model` (this replica's included); the new factor
+        when it moved, else None."""
+        if samples <= 0 or not math.isfinite(worst) or worst <= 0:
+            return None
+        with self._lock:
+            seen = self._seen.get(model)
+            if seen is None:
+                if len(self._seen) >= MAX_MODELS:
+                    return None
+                seen = self._seen[model] = _Seen()
+            seen.samples = max(seen.samples, samples)
+            seen.worst = max(seen.worst, worst)
+            return self._settle(model, seen, start)
+
+    def _settle(self, model: str, seen: _Seen, start: float) -> float | None:
+        floor = seen.worst * (1 + FLOOR_MARGIN)  # never under what an answer showed
+        ceiling = max(start, floor)  # never over the family's factor unless shown needed
+        margin = SPREAD / math.sqrt(seen.samples) if seen.samples >= MIN_SAMPLES else math.inf
+        wanted = math.ceil(min(max(floor * (1 + margin), floor), ceiling) * 1000) / 1000  # up
+        current = self._factors.get(model, start)
+        if abs(wanted - current) < MIN_CHANGE * current and current >= floor:
+            return None
+        self._factors[model] = wanted
+        return wanted

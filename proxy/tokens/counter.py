@@ -88,8 +88,17 @@ class TokenCounter:
         `counted` with factor `used`: the model's new factor when it moved (its tokenizer is
         rebuilt with it on next use), else None."""
         start = _tiktoken_for(base_model(model))[1]
-        moved = self.calibration.observe(model, counted / used, reported, start)
-        if moved is not None:
+        return self._rebuilt(
+            model, self.calibration.observe(model, counted / used, reported, start)
+        )
+
+    def install_calibration(self, model: str, samples: int, worst: float) -> float | None:
+        """The fleet's answers for `model` (from the shared state): its new factor if moved."""
+        start = _tiktoken_for(base_model(model))[1]
+        return self._rebuilt(model, self.calibration.install(model, samples, worst, start))
+
+    def _rebuilt(self, model: str, moved: float | None) -> float | None:
+        if moved is not None:  # the model's tokenizer is made again, with it, on next use
             with self._lock:
                 for key in [k for k in self._by_model if k[0] == model]:
                     del self._by_model[key]
