@@ -1,0 +1,123 @@
+"""The planner inside a LiteLLM proxy: a pre-call hook that fits every chat-completion and
+Responses request to its budget, with this project's policies, before LiteLLM calls the
+model. Name it in LiteLLM's config (`litellm_settings: {callbacks: ...}`, see
+examples/litellm/).
+
+The policy is the one of LiteLLM's team (`team_alias`, then `team_id`) or key alias, else
+the default policy; the window the policy's, else litellm's model map (the same bundled
+data the proxy reads). The plan is the proxy's own (`plan_request`, the same bytes the
+proxy would forward); a request whose required parts cannot fit is refused with LiteLLM's
+own 400 for a context window exceeded. The plan's figures go into the request's metadata
+(`spend_logs_metadata`, which LiteLLM's spend logs and callbacks carry). Streaming is
+untouched. A large plan runs in a worker thread, off LiteLLM's event loop.
+
+Only this module imports litellm; the planner never does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+from litellm.exceptions import ContextWindowExceededError
+from litellm.integrations.custom_logger import CustomLogger
+
+from proxy.errors import ContextLengthExceeded
+from proxy.items import is_responses_body, to_chat, to_responses
+from proxy.planner import PlanOutcome, plan_request
+from proxy.policy import Policy, PolicySet, load_policy_dir
+from proxy.tokens import ContextWindows, TokenCounter
+
+CHAT_CALLS = frozenset(("completion", "acompletion"))
+RESPONSES_CALLS = frozenset(("responses", "aresponses"))
+IN_THREAD_BYTES = 256 * 1024  # a body past this is planned in a worker thread
+# What LiteLLM puts into `data` beside the request itself: never part of what is planned.
+_LITELLM_KEYS = frozenset(("metadata", "litellm_metadata", "proxy_server_request", "secret_fields"))
+
+
+class ContextProxyHook(CustomLogger):
+    """LiteLLM's `async_pre_call_hook`, planned with the policies in `policies`."""
+
+    def __init__(self, policies: str | Path = "policies") -> None:
+        super().__init__()
+        self.policies: PolicySet = load_policy_dir(Path(policies))
+        self.counter = TokenCounter()
+        self.windows = ContextWindows()
+
+    def policy_for(self, user_api_key_dict: Any) -> Policy:
+        """The policy of LiteLLM's team or key, by name; else the default."""
+        for attribute in ("team_alias", "team_id", "key_alias"):
+            name = getattr(user_api_key_dict, attribute, None)
+            if isinstance(name, str) and name:
+                found = self.policies.by_team(name)
+                if found.team == name:
+                    return found
+        return self.policies.default
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
+    ) -> dict[str, Any]:
+        if call_type not in CHAT_CALLS | RESPONSES_CALLS or not isinstance(data.get("model"), str):
+            return data
+        policy = self.policy_for(user_api_key_dict)
+        body = {k: v for k, v in data.items() if k not in _LITELLM_KEYS}
+        if len(orjson.dumps(body, default=str)) > IN_THREAD_BYTES:
+            planned = await asyncio.to_thread(self.plan, body, policy)
+        else:
+            planned = self.plan(body, policy)
+        if planned is None:
+            return data
+        new_body, outcome = planned
+        out = {**data, **{k: v for k, v in new_body.items() if k in body}}
+        for gone in set(body) - set(new_body):
+            out.pop(gone, None)
+        metadata = dict(out.get("metadata") or {})
+        figures = figures_of(outcome, policy)
+        metadata["context_proxy"] = figures
+        spend = dict(metadata.get("spend_logs_metadata") or {})
+        spend["context_proxy"] = figures
+        metadata["spend_logs_metadata"] = spend
+        out["metadata"] = metadata
+        return out
+
+    def plan(
+        self, body: dict[str, Any], policy: Policy
+    ) -> tuple[dict[str, Any], PlanOutcome] | None:
+        """The body to send and its plan; None for a body that is neither chat nor
+        Responses. Raises LiteLLM's ContextWindowExceededError for a refused request."""
+        model = body["model"]
+        tokenizer = self.counter.chat_tokenizer(model, policy)
+        window = self.windows.lookup(model, policy)
+        responses = is_responses_body(body)
+        if not responses and not isinstance(body.get("messages"), list):
+            return None
+        conv = to_chat(body) if responses else None
+        chat = conv.body if conv is not None else body
+        try:
+            outcome = plan_request(chat, policy, tokenizer, window)
+        except ContextLengthExceeded as exc:
+            raise ContextWindowExceededError(
+                message=exc.message, model=model, llm_provider="context-proxy"
+            ) from None
+        if conv is not None:
+            sent = to_responses(body, conv, outcome.body["messages"]) if outcome.changed else body
+            return sent, outcome
+        return outcome.body, outcome
+
+
+def figures_of(outcome: PlanOutcome, policy: Policy) -> dict[str, Any]:
+    """The plan's numbers (never content): what the proxy's usage rows carry."""
+    return {
+        "policy": policy.name,
+        "team": policy.team,
+        "context_window": outcome.context_window,
+        "budget": outcome.budget,
+        "tokens_before": outcome.tokens_before,
+        "tokens_after": outcome.tokens_after,
+        "dropped": outcome.dropped,
+        "truncated": outcome.truncated,
+        "deduped": outcome.deduped,
+        "trimmed": outcome.trimmed,
+    }

@@ -1,0 +1,90 @@
+"""The LiteLLM hook in process: the policy of LiteLLM's team or key, the plan's figures in
+the request's metadata, Responses bodies written back as items, and plans byte-identical to
+what the proxy itself forwards for the same body and policy, over the benchmark corpora."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from litellm.exceptions import ContextWindowExceededError
+
+from proxy.integrations.litellm_hook import ContextProxyHook
+from tests.conftest import RunningProxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from quality_sets import SETS
+
+POLICY = "budget: {reserve_output: false}\nmodels:\n  gpt-4o: {context_window: %d}\n"
+
+
+def hooked(hook: ContextProxyHook, data: dict[str, Any], team: str | None = None) -> dict[str, Any]:
+    key = SimpleNamespace(team_alias=team, team_id=None, key_alias=None)
+    out: dict[str, Any] = asyncio.run(
+        hook.async_pre_call_hook(key, None, dict(data), "acompletion")
+    )
+    return out
+
+
+def test_the_teams_policy_is_chosen_and_the_figures_go_into_the_metadata(tmp_path: Path) -> None:
+    (tmp_path / "default.yaml").write_text(POLICY % 100_000)
+    (tmp_path / "small.yaml").write_text("team: small\n" + POLICY % 1000)
+    hook = ContextProxyHook(tmp_path)
+    chat = [{"role": "user", "content": f"turn {k} " + "word " * 60} for k in range(30)]
+    data = {"model": "gpt-4o", "messages": chat, "stream": True, "metadata": {"user": "u1"}}
+    roomy, small = hooked(hook, data), hooked(hook, data, team="small")
+    assert roomy["messages"] == chat and roomy["metadata"]["context_proxy"]["policy"] == "default"
+    figures = small["metadata"]["context_proxy"]
+    assert figures["team"] == "small" and figures["tokens_after"] <= 800 < figures["tokens_before"]
+    assert small["metadata"]["spend_logs_metadata"]["context_proxy"] == figures
+    assert small["metadata"]["user"] == "u1" and small["stream"] is True  # the rest untouched
+    assert len(small["messages"]) < len(chat)
+
+
+def test_a_request_that_cannot_fit_is_litellms_context_window_error(tmp_path: Path) -> None:
+    (tmp_path / "default.yaml").write_text(POLICY % 1000)
+    with pytest.raises(ContextWindowExceededError):
+        hooked(ContextProxyHook(tmp_path), {"model": "gpt-4o", "messages": [
+            {"role": "user", "content": "word " * 3000}]})  # fmt: skip
+
+
+def test_a_responses_body_is_planned_and_written_back_as_items(tmp_path: Path) -> None:
+    (tmp_path / "default.yaml").write_text(POLICY % 1000)
+    items = [{"role": "user", "content": f"turn {k} " + "word " * 60} for k in range(20)]
+    data = {"model": "gpt-4o", "instructions": "Be brief.", "input": items}
+    key = SimpleNamespace(team_alias=None, team_id=None, key_alias=None)
+    out = asyncio.run(ContextProxyHook(tmp_path).async_pre_call_hook(key, None, data, "aresponses"))
+    assert isinstance(out, dict) and out["instructions"] == "Be brief."
+    assert 0 < len(out["input"]) < len(items) and out["input"][-1] == items[-1]
+    assert "messages" not in out
+
+
+@pytest.mark.parametrize(
+    ("name", "budget"), [("agent-runs", 16000), ("locomo", 4000), ("tau-airline", 2800)]
+)
+def test_the_hooks_plans_are_the_proxys_byte_for_byte(
+    start_proxy: Any, policies_dir: Path, name: str, budget: int
+) -> None:
+    (policies_dir / "default.yaml").write_text(POLICY % round(budget / 0.8))
+    proxy: RunningProxy = start_proxy()
+    hook = ContextProxyHook(policies_dir)
+    streams = SETS[name](2)
+    bodies = [p.body for s in streams for p in s.points][-25:]
+    trimmed = 0
+    for body in bodies:
+        planned = httpx.post(proxy.url + "/v1/context/plan", content=orjson.dumps(body), timeout=30)
+        if planned.status_code != 200:
+            with pytest.raises(ContextWindowExceededError):
+                hooked(hook, body)
+            continue
+        answer = planned.json()
+        trimmed += answer["report"]["tokens_after"] < answer["report"]["tokens_before"]
+        mine = hooked(hook, body)
+        assert orjson.dumps(mine["messages"]) == orjson.dumps(answer["request"]["messages"])
+    assert trimmed >= 5
