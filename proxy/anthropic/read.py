@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.items.read import MARK, PART_MARK, json_text
-from proxy.tokens.chat import PROVIDER_OVERHEAD
+from proxy.tokens.tool_kinds import PROVIDER_OVERHEAD
 
 # What Anthropic adds to a request on its own: a system prompt for tool use (346 tokens for
 # the Claude 4 models with tool_choice auto, the most of any it publishes), and, with

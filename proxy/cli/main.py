@@ -88,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="opt-in JSONL of the x_context ids each request sent, with tokens and action "
         "(CONTEXT_PROXY_INCLUSION_LOG; off by default)",
     )
+    serve.add_argument(
+        "--otel",
+        nargs="?",
+        const="http://localhost:4318",
+        help="export OpenTelemetry traces to this OTLP/HTTP endpoint (CONTEXT_PROXY_OTEL or "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; default http://localhost:4318; needs the `otel` extra)",
+    )
     serve.add_argument("--log-level", default=os.environ.get("CONTEXT_PROXY_LOG_LEVEL", "info"))
     serve.set_defaults(func=serve_command)
 
@@ -125,6 +132,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("idle_timeout_s", "IDLE_TIMEOUT_S"),
         ("max_connections", "MAX_CONNECTIONS"),
         ("inclusion_log", "INCLUSION_LOG"),
+        ("otel", "OTEL"),
     ):
         value = getattr(args, flag, None)
         if value is not None:

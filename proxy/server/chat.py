@@ -16,7 +16,7 @@ from proxy.server.body_limits import check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
-from proxy.server.forward_step import failed, summarize_later, upstream_target
+from proxy.server.forward_step import failed, summarize_later, traced, upstream_target
 from proxy.server.plan_step import checked_density, plan, tag_marks, tokenizer_for
 from proxy.server.quota_step import check_quota, expected_tokens
 from proxy.server.request_body import encoded, parse_chat_body, read_body
@@ -27,6 +27,8 @@ from proxy.upstream import StreamTap, error_event
 async def chat_completions(request: Request) -> Response:
     services: Services = request.app.state.services
     ex = Exchange(services.ids.next())
+    if services.tracing is not None:
+        ex.trace = services.tracing.begin(request.headers)
     try:
         policies = services.policies.current
         # Who is calling, before reading a byte of the body: a refused caller's body is
@@ -46,7 +48,9 @@ async def chat_completions(request: Request) -> Response:
         )
         check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
-        target = upstream_target(services, request.headers, policies, policy, "/chat/completions")
+        target = traced(
+            upstream_target(services, request.headers, policies, policy, "/chat/completions"), ex
+        )
         ex.upstream_started = time.perf_counter()
         async with cancel_on_disconnect(request):
             upstream = await services.upstream.send(

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from proxy.server.booked import after_booking
 from proxy.server.request_ids import new_request_id
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model, request_cost, trim_savings
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from proxy.planner import PlanOutcome
     from proxy.policy import Policy
     from proxy.server.services import Services
+    from proxy.telemetry import RequestTrace
     from proxy.usage import QuotaStatus
 
 
@@ -89,6 +91,7 @@ class Exchange:
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
+    trace: RequestTrace | None = None  # its spans, when tracing is on
     # Set by finish, read by book: when and how it ended, and the plan's figures.
     ended: float = 0.0
     ended_at: float = 0.0  # time.time(), for the row's timestamp
@@ -241,18 +244,7 @@ class Exchange:
             saved,  # saved_usd
         )
         services.usage.write(record)
-        if (
-            self.count_factor != 1.0
-            and self.usage_from_upstream
-            and o
-            and o.tokens_after
-            and prompt
-        ):
-            moved = services.counter.observe_reported(
-                self.model, o.tokens_after, self.count_factor, prompt
-            )
-            if moved is not None:
-                services.metrics.count_factor.labels(self._model_label(services, status)).set(moved)
+        after_booking(self, services, record, self._model_label(services, status))
         if status >= 500:  # the operator's signal that an upstream is failing; ids, no content
             log.warning(
                 "request failed upstream",

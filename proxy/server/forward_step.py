@@ -54,6 +54,16 @@ def upstream_target(
     )
 
 
+def traced(target: SummaryTarget, ex: Exchange) -> SummaryTarget:
+    """With tracing on: the upstream call's span started, and its `traceparent` in place of
+    the client's (the upstream's spans become children of the proxy's)."""
+    if ex.trace is None:
+        return target
+    headers = [(k, v) for k, v in target.headers if k not in ("traceparent", "tracestate")]
+    headers += ex.trace.upstream_headers(target.url)
+    return SummaryTarget(target.url, headers, target.timeouts)
+
+
 def summarize_later(
     services: Services,
     cached: Lookup,

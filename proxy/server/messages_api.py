@@ -26,7 +26,7 @@ from proxy.server.body_limits import check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
-from proxy.server.forward_step import failed, upstream_target
+from proxy.server.forward_step import failed, traced, upstream_target
 from proxy.server.plan_step import (
     PLAN_INLINE_MAX_BYTES,
     checked_density,
@@ -46,6 +46,8 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 async def create_message(request: Request) -> Response:
     services: Services = request.app.state.services
     ex = Exchange(services.ids.next())
+    if services.tracing is not None:
+        ex.trace = services.tracing.begin(request.headers)
     ex.api = "messages"
     try:
         policies = services.policies.current
@@ -71,7 +73,7 @@ async def create_message(request: Request) -> Response:
                 payload = encoded(await off_loop(services, rewritten, body, conv, outcome))
             else:
                 payload = encoded(rewritten(body, conv, outcome))
-        target = anthropic_target(services, request.headers, policies, policy)
+        target = traced(anthropic_target(services, request.headers, policies, policy), ex)
         ex.upstream_started = time.perf_counter()
         async with cancel_on_disconnect(request):
             upstream = await services.upstream.send(

@@ -25,6 +25,7 @@ from proxy.server.exchange import Exchange
 from proxy.server.forward_step import (
     failed,
     summarize_later,
+    traced,
     upstream_target,
     upstream_url,
 )
@@ -55,6 +56,8 @@ PREVIOUS_NOTE = (
 async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
     ex = Exchange(services.ids.next())
+    if services.tracing is not None:
+        ex.trace = services.tracing.begin(request.headers)
     ex.api = "responses"
     try:
         policies = services.policies.current
@@ -87,7 +90,9 @@ async def create_response(request: Request) -> Response:
             outcome = ex.outcome  # unplanned, if writing it back failed
         else:
             payload = raw
-        target = upstream_target(services, request.headers, policies, policy, "/responses")
+        target = traced(
+            upstream_target(services, request.headers, policies, policy, "/responses"), ex
+        )
         # Summaries are chat completions, made at the same upstream with the same headers.
         summaries = dataclasses.replace(
             target, url=upstream_url(services, policy, "/chat/completions")

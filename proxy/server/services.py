@@ -24,6 +24,7 @@ from proxy.usage import InclusionLog, Metrics, QuotaBook, ThresholdWatch, UsageL
 
 if TYPE_CHECKING:  # redis (~15 MB per worker) is imported only when --state names one
     from proxy.state import SharedState
+    from proxy.telemetry import Tracing
 
 log = logging.getLogger("context_proxy")
 
@@ -50,6 +51,7 @@ class Services:
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
     books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
+    tracing: Tracing | None = None  # with an OTLP endpoint: a span per request
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""
@@ -117,6 +119,10 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     )
     if shared is not None:
         shared.counter = services.counter  # estimated models' factors, shared by the fleet
+    if settings.otel:
+        from proxy.telemetry import open_tracing
+
+        services.tracing = open_tracing(settings.otel)
     metrics.watch_usage_log(usage)
     await _warm(services)  # before the first request, not beside it
     stop = asyncio.Event()
@@ -141,6 +147,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         if shared is not None:
             await shared.aclose()  # hands the last unsent quota tokens to Redis
         await services.upstream.close()
+        if services.tracing is not None:
+            await asyncio.to_thread(services.tracing.close)  # exports the last spans
         if inclusion is not None:
             await inclusion.aclose()
         await usage.aclose()

@@ -26,6 +26,7 @@ class Settings:
     idle_timeout_s: float = 5.0  # keep-alive idle time before the connection is closed
     max_connections: int = 2048  # open client connections per worker process
     inclusion_log: str | None = None  # opt-in JSONL of the x_context ids each request sent
+    otel: str | None = None  # an OTLP/HTTP endpoint: traces exported there; None: no tracing
 
     @property
     def max_body_bytes(self) -> int:
@@ -58,6 +59,7 @@ class Settings:
             idle_timeout_s=_float(get("IDLE_TIMEOUT_S"), base.idle_timeout_s, "IDLE_TIMEOUT_S"),
             max_connections=_int(get("MAX_CONNECTIONS"), base.max_connections, "MAX_CONNECTIONS"),
             inclusion_log=get("INCLUSION_LOG"),
+            otel=get("OTEL") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -80,6 +82,8 @@ class Settings:
             env["STATE"] = self.state
         if self.inclusion_log:
             env["INCLUSION_LOG"] = self.inclusion_log
+        if self.otel:
+            env["OTEL"] = self.otel
         return {ENV_PREFIX + k: v for k, v in env.items()}
 
 

@@ -21,9 +21,6 @@ a bounded cache shared by all tokenizers (text.CountCache).
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future
 from functools import partial
 from typing import Any, TypeVar
 
@@ -31,16 +28,13 @@ import orjson
 
 from proxy.tokens.function_schema import json_text, render_functions
 from proxy.tokens.images import ImageRule, image_tokens
-from proxy.tokens.text import CountCache, HFText, TiktokenText
-from proxy.tokens.tool_kinds import tool_functions
+from proxy.tokens.text import CountCache, HFText, TiktokenText, in_thread
+from proxy.tokens.tool_kinds import provider_tokens, tool_functions
 from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
 # The fields _overhead reads besides the messages; a body without any (the usual one) costs
 # the priming alone, known without walking it.
-# A neutral body's tokens the provider adds on its own (Anthropic's tool-use system prompt):
-# counted as they are, never scaled, never forwarded (only neutral bodies carry it).
-PROVIDER_OVERHEAD = "x_provider_tokens"
 _EXTRAS = frozenset({"tools", "functions", "tool_choice", "function_call", "response_format"})
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
 # milliseconds of tiktoken: worth a thread's start).
@@ -73,8 +67,7 @@ class ChatTokenizer:
         return self._name
 
     @property
-    def factor(self) -> float:
-        """What the base encoding's counts are multiplied by: 1 for an exact tokenizer."""
+    def factor(self) -> float:  # what the base encoding's counts are multiplied by; 1: exact
         return self._factor
 
     @property
@@ -182,7 +175,7 @@ class ChatTokenizer:
         if new:
             texts = [text for _, _, _, text in new]
             if alongside is not None and sum(map(len, texts)) >= _THREAD_CHARS:
-                counting = _in_thread(partial(self._text.count_many, texts))
+                counting = in_thread(partial(self._text.count_many, texts))
                 alongside(counting.running)
                 counts = counting.result()
             else:
@@ -195,8 +188,7 @@ class ChatTokenizer:
 
     def count_request_overhead(self, body: Body) -> int:
         n = self._scale(self._priming if _EXTRAS.isdisjoint(body) else self._overhead(body))
-        provider = body.get(PROVIDER_OVERHEAD)  # a provider's own prompt, in its tokens
-        return n + provider if type(provider) is int and provider > 0 else n
+        return n + provider_tokens(body)  # a provider's own prompt, in its tokens
 
     def count_request(self, body: Body) -> int:
         """All prompt tokens of a chat-completion body: its messages plus the overhead."""
@@ -291,18 +283,3 @@ class ChatTokenizer:
 
 def _dicts(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _in_thread(work: Callable[[], T]) -> Future[T]:
-    """`work` started in a thread of its own; its future holds its value or exception."""
-    future: Future[T] = Future()
-    future.set_running_or_notify_cancel()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as error:  # handed to the caller, which raises it
-            future.set_exception(error)
-
-    threading.Thread(target=run, name="count", daemon=True).start()
-    return future

@@ -10,15 +10,19 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import tiktoken
 from tokenizers import Tokenizer as HFTokenizer
 
 from proxy.tokens.windows import litellm_dir
+
+T = TypeVar("T")
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 # tiktoken's expected hashes (tiktoken_ext/openai_public.py): checked first, because on a
@@ -219,3 +223,18 @@ class HFText:
     def prefixes(self, text: str) -> tuple[int, Prefixes]:
         offsets = self._tok.encode(text, add_special_tokens=False).offsets
         return len(offsets), lambda k: text[: offsets[k - 1][1]] if k > 0 else ""
+
+
+def in_thread(work: Callable[[], T]) -> Future[T]:
+    """`work` started in a thread of its own; its future holds its value or exception."""
+    future: Future[T] = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as error:  # handed to the caller, which raises it
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="count", daemon=True).start()
+    return future

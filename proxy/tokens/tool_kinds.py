@@ -51,3 +51,13 @@ def tool_functions(tools: Any) -> list[dict[str, Any]]:
             name = kind if isinstance(kind, str) else "tool"
             out.append({"name": name, "description": json_text(tool)})
     return out
+
+
+# A neutral body's tokens the provider adds on its own (Anthropic's tool-use system prompt):
+# counted as they are, never scaled, never forwarded (only neutral bodies carry it).
+PROVIDER_OVERHEAD = "x_provider_tokens"
+
+
+def provider_tokens(body: Any) -> int:
+    given = body.get(PROVIDER_OVERHEAD) if isinstance(body, dict) else None
+    return given if type(given) is int and given > 0 else 0

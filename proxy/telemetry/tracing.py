@@ -1,0 +1,149 @@
+"""OpenTelemetry traces (the optional `otel` extra): one span per request with the GenAI
+semantic conventions and the plan's figures, a child span for planning and one for the
+upstream call, the client's W3C `traceparent` continued and passed upstream.
+
+Off unless an OTLP/HTTP endpoint is configured (`--otel`, CONTEXT_PROXY_OTEL or the
+standard OTEL_EXPORTER_OTLP_ENDPOINT): then `open_tracing` imports the SDK and exports in
+batches, off the request path. Spans carry names and numbers only: never message content,
+never a key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span, Tracer
+
+    from proxy.usage import UsageRecord
+
+PROVIDERS = {"messages": "anthropic"}  # the API the client called -> gen_ai.provider.name
+
+
+class Tracing:
+    """The process's tracer; `begin` starts a request's trace."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self.provider = provider
+        self.tracer: Tracer = provider.get_tracer("context-proxy")
+        self.propagator = TraceContextTextMapPropagator()
+
+    def begin(self, headers: Mapping[str, str]) -> RequestTrace:
+        parent = self.propagator.extract(
+            carrier={k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
+        )
+        return RequestTrace(self, parent)
+
+    def close(self) -> None:
+        self.provider.shutdown()  # exports what is left
+
+
+class RequestTrace:
+    """One request's spans: the request's, started now; the upstream call's, started when
+    the request goes upstream; planning's, written when the request is booked."""
+
+    def __init__(self, tracing: Tracing, parent: Any) -> None:
+        self.tracing = tracing
+        self.parent = parent
+        self.wall_ns, self.perf = time.time_ns(), time.perf_counter()
+        self.span: Span = tracing.tracer.start_span("chat", context=parent, start_time=self.wall_ns)
+        self.upstream: Span | None = None
+        self.server: tuple[str | None, int | None] = (None, None)
+
+    def at(self, perf: float) -> int:
+        """A time.perf_counter() reading as wall-clock nanoseconds."""
+        return self.wall_ns + int((perf - self.perf) * 1e9)
+
+    def upstream_headers(self, url: str) -> list[tuple[str, str]]:
+        """Start the upstream call's span; the `traceparent` (and `tracestate`) that make
+        the upstream's own spans its children."""
+        from opentelemetry import trace
+
+        parts = urlsplit(url)
+        self.server = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        context = trace.set_span_in_context(self.span)
+        self.upstream = self.tracing.tracer.start_span("upstream", context=context)
+        carrier: dict[str, str] = {}
+        self.tracing.propagator.inject(carrier, context=trace.set_span_in_context(self.upstream))
+        return list(carrier.items())
+
+    def end(
+        self,
+        record: UsageRecord,
+        upstream_started: float | None,
+        upstream_ended: float | None,
+        ended: float,
+    ) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import Status, StatusCode
+
+        api = record.api
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": PROVIDERS.get(api, "openai"),
+            "gen_ai.request.model": record.model[:200],
+            "gen_ai.usage.input_tokens": record.prompt_tokens,
+            "gen_ai.usage.output_tokens": record.completion_tokens,
+            "http.response.status_code": record.status,
+            "context.api": api,
+            "context.team": record.team,
+            "context.policy": record.policy,
+            "context.tokens_before": record.tokens_before,
+            "context.tokens_after": record.tokens_after,
+            "context.dropped": record.dropped,
+            "context.truncated": record.truncated,
+            "context.level": record.level.value,
+            "context.usage_source": record.usage_source,
+        }
+        optional = {
+            "context.budget": record.budget,
+            "context.context_window": record.context_window,
+            "context.cached_tokens": record.cached_tokens,
+            "context.cost_usd": record.cost_usd,
+            "server.address": self.server[0],
+            "server.port": self.server[1],
+            "error.type": record.error,
+        }
+        attributes.update({k: v for k, v in optional.items() if v is not None})
+        span = self.span
+        span.update_name(f"chat {record.model[:200]}")
+        span.set_attributes(attributes)
+        if record.status >= 500 or record.error == "upstream_stream_broken":
+            span.set_status(Status(StatusCode.ERROR, record.error or ""))
+        context = trace.set_span_in_context(span)
+        planned_until = upstream_started if upstream_started is not None else ended
+        plan = self.tracing.tracer.start_span("plan", context=context, start_time=self.wall_ns)
+        plan.set_attributes(
+            {
+                "context.tokens_before": record.tokens_before,
+                "context.tokens_after": record.tokens_after,
+            }
+        )
+        plan.end(end_time=self.at(planned_until))
+        if self.upstream is not None:
+            self.upstream.set_attributes(
+                {k: v for k, v in attributes.items() if k.startswith(("server.", "http."))}
+            )
+            self.upstream.end(
+                end_time=self.at(upstream_ended if upstream_ended is not None else ended)
+            )
+        span.end(end_time=self.at(ended))
+
+
+def open_tracing(endpoint: str) -> Tracing:
+    """A tracer exporting to the OTLP/HTTP `endpoint` (its /v1/traces) in batches."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "context-proxy"}))
+    exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
+    return Tracing(provider)

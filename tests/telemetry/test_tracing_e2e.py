@@ -1,0 +1,122 @@
+"""OpenTelemetry traces against a real OTLP/HTTP receiver (an ASGI app on a loopback port
+that decodes the protobuf the exporter sends): a span per request with the GenAI semantic
+conventions and the plan's figures, children for planning and the upstream call, the
+client's traceparent continued and passed upstream; no content, no key."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.conftest import serve
+from tests.fake_upstream import FakeUpstream
+
+TRACE_ID, PARENT_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+SECRET = "the-secret-words-of-this-request"
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+
+    async def traces(self, request: Request) -> Response:
+        export = ExportTraceServiceRequest()
+        export.ParseFromString(await request.body())
+        for resource in export.resource_spans:
+            for scope in resource.scope_spans:
+                self.spans.extend(scope.spans)
+        return Response(b"", media_type="application/x-protobuf")
+
+    def wait(self, count: int) -> list[Any]:
+        deadline = time.monotonic() + 15
+        while len(self.spans) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return list(self.spans)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    collector = Receiver()
+    app = Starlette(routes=[Route("/v1/traces", collector.traces, methods=["POST"])])
+    with serve(app) as url:
+        yield collector, url
+
+
+def attributes(span: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        value = kv.value
+        out[kv.key] = getattr(value, value.WhichOneof("value"))
+    return out
+
+
+def test_a_request_is_one_span_with_its_plan_and_the_upstream_call(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, receiver: tuple[Receiver, str]
+) -> None:
+    collector, url = receiver
+    (policies_dir / "default.yaml").write_text(
+        "budget: {reserve_output: false}\nmodels:\n  gpt-4o: {context_window: 2000}\n"
+    )
+    proxy = start_proxy(otel=url)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-caller-key", max_retries=0)
+    messages = [{"role": "user", "content": f"{SECRET} {k} " + "word " * 100} for k in range(20)]
+    client.chat.completions.create(
+        model="gpt-4o", messages=messages,  # type: ignore[arg-type]
+        extra_headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+    )  # fmt: skip
+    spans = collector.wait(3)
+    by_name = {s.name: s for s in spans}
+    request, plan, call = by_name["chat gpt-4o"], by_name["plan"], by_name["upstream"]
+    assert request.trace_id.hex() == TRACE_ID and request.parent_span_id.hex() == PARENT_ID
+    assert plan.parent_span_id == request.span_id == call.parent_span_id
+    facts = attributes(request)
+    assert facts["gen_ai.operation.name"] == "chat" and facts["gen_ai.request.model"] == "gpt-4o"
+    assert facts["gen_ai.provider.name"] == "openai"
+    assert facts["gen_ai.usage.input_tokens"] > 0 and "gen_ai.usage.output_tokens" in facts
+    assert facts["context.tokens_before"] > facts["context.tokens_after"] > 0
+    assert facts["context.dropped"] > 0 and facts["context.team"] == "default"
+    assert facts["server.address"] == "127.0.0.1" and facts["http.response.status_code"] == 200
+    sent = upstream.chat_requests[-1].headers["traceparent"]
+    assert sent == f"00-{TRACE_ID}-{call.span_id.hex()}-01"  # the upstream's parent: our call
+    everything = b"".join(s.SerializeToString() for s in spans)
+    assert SECRET.encode() not in everything and b"sk-caller-key" not in everything
+    assert request.start_time_unix_nano <= plan.start_time_unix_nano
+    assert plan.end_time_unix_nano <= call.end_time_unix_nano <= request.end_time_unix_nano
+
+
+def test_a_messages_request_is_traced_as_anthropics(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any,
+    receiver: tuple[Receiver, str],
+) -> None:  # fmt: skip
+    collector, url = receiver
+    _, base = fake_upstream_server
+    (policies_dir / "default.yaml").write_text(f"upstream: {{anthropic: {{base_url: '{base}'}}}}\n")
+    proxy = start_proxy(otel=url)
+    sdk = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-caller", max_retries=0)
+    sdk.messages.create(
+        model="claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "Hi"}]
+    )
+    spans = collector.wait(3)
+    request = next(s for s in spans if s.name.startswith("chat "))
+    facts = attributes(request)
+    assert facts["gen_ai.provider.name"] == "anthropic" and facts["context.api"] == "messages"
+    assert facts["context.cached_tokens"] >= 0
+    assert "traceparent" in upstream.messages_requests[-1].headers
+
+
+def test_without_an_endpoint_nothing_is_traced(proxy: Any, upstream: FakeUpstream) -> None:
+    httpx.post(proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "Hi"}]}, headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})  # fmt: skip
+    assert upstream.chat_requests[-1].headers["traceparent"] == f"00-{TRACE_ID}-{PARENT_ID}-01"
