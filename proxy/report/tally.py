@@ -42,8 +42,8 @@ class Spend:
 
 @dataclass(slots=True)
 class Tally:
-    # (team, UTC day) -> that day's peak; months are folded from days when rendering.
-    quota: dict[tuple[str, str], QuotaPeak] = field(default_factory=dict)
+    # (team, period, UTC day or month) -> that period's peak
+    quota: dict[tuple[str, str, str], QuotaPeak] = field(default_factory=dict)
     errors: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> kind -> count
     spend: dict[tuple[str, str], Spend] = field(default_factory=dict)  # (team, UTC day)
 
@@ -60,10 +60,16 @@ class Tally:
             spend.cost += cost
             spend.saved += saved
 
-    def add_quota(self, team: str, day: str, used: int, limit: int, level: str) -> None:
-        peak = self.quota.get((team, day))
+    def add_quota(
+        self, team: str, day: str, used: int, limit: int, level: str, period: str | None = None
+    ) -> None:
+        """A row's quota figures, under the period they are of: a month's row under its
+        month, a day's under its day; a row that does not say (older logs) under "quota",
+        by day, never folded into a month it may not have had."""
+        key = (team, period or "quota", day[:7] if period == "month" else day)
+        peak = self.quota.get(key)
         if peak is None:
-            self.quota[(team, day)] = QuotaPeak(used, limit, level)
+            self.quota[key] = QuotaPeak(used, limit, level)
         else:
             peak.merge(used, limit, level)
 
@@ -76,32 +82,27 @@ class Tally:
         kinds[kind] = kinds.get(kind, 0) + 1
 
     def quota_rows(self) -> list[dict[str, Any]]:
-        """Per team: the peak of its newest day and of that day's month, used vs limit."""
-        newest: dict[str, str] = {}
-        for team, day in self.quota:
-            newest[team] = max(day, newest.get(team, ""))
+        """Per team and configured period: the peak of its newest day or month, used vs
+        limit. Only quotas the rows were charged against appear: none is made up."""
+        newest: dict[tuple[str, str], str] = {}
+        for team, period, when in self.quota:
+            newest[(team, period)] = max(when, newest.get((team, period), ""))
+        order = {"day": 0, "month": 1, "quota": 2}
         rows = []
-        for team in sorted(newest):
-            day = newest[team]
-            month = QuotaPeak(0, 0, "normal")
-            for (t, d), peak in self.quota.items():
-                if t == team and d[:7] == day[:7]:
-                    month.merge(peak.used, peak.limit, peak.level)
-            for period, when, peak in (
-                ("day", day, self.quota[(team, day)]),
-                ("month", day[:7], month),
-            ):
-                rows.append(
-                    {
-                        "team": team,
-                        "period": period,
-                        "when": when,
-                        "used": peak.used,
-                        "limit": peak.limit,
-                        "share": round(peak.share, 4),
-                        "level": peak.level,
-                    }
-                )
+        for team, period in sorted(newest, key=lambda k: (k[0], order.get(k[1], 3))):
+            when = newest[(team, period)]
+            peak = self.quota[(team, period, when)]
+            rows.append(
+                {
+                    "team": team,
+                    "period": period,
+                    "when": when,
+                    "used": peak.used,
+                    "limit": peak.limit,
+                    "share": round(peak.share, 4),
+                    "level": peak.level,
+                }
+            )
         return rows
 
 

@@ -151,7 +151,12 @@ def aggregate(
             quota_limit = rec.get("quota_limit")
             quota = None
             if quota_limit is not None:
-                quota = (_count(rec.get("quota_used")), _count(quota_limit))
+                period = rec.get("quota_period")
+                quota = (
+                    _count(rec.get("quota_used")),
+                    _count(quota_limit),
+                    period if period in ("day", "month") else None,
+                )
                 quota_level = str(rec.get("quota_level") or "normal")
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
             agg.skipped += 1  # a torn or hand-made line: said in the report, never fatal
@@ -193,7 +198,7 @@ def aggregate(
         if kind is not None:
             agg.tally.add_error(team, kind)
         if quota is not None:
-            agg.tally.add_quota(team, day, quota[0], quota[1], quota_level)
+            agg.tally.add_quota(team, day, quota[0], quota[1], quota_level, quota[2])
         agg.lines += 1
     return agg
 

@@ -242,6 +242,7 @@ class Exchange:
             self.api,
             cost,  # cost_usd
             saved,  # saved_usd
+            quota.period if quota and quota.limit is not None else None,  # quota_period
         )
         services.usage.write(record)
         after_booking(self, services, record, self._model_label(services, status))

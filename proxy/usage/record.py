@@ -66,6 +66,7 @@ class UsageRecord:
     # Estimated USD from litellm's bundled prices; None when the model has no known price.
     cost_usd: float | None = None  # uncached prompt + cached prompt (cached price) + completion
     saved_usd: float | None = None  # prompt tokens trimming removed, at the input price
+    quota_period: str | None = None  # "day" or "month": the quota quota_used/limit are of
 
     def to_json_line(self) -> bytes:
         """The record as one JSON line ending in a newline (orjson handles slots and enums)."""

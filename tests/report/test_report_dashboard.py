@@ -64,13 +64,21 @@ def test_errors_by_kind_per_team_match_the_log(tmp_path: Path) -> None:
     assert "quota_exceeded" in table and "http_502" in table
 
 
-def test_quota_panel_shows_newest_day_and_month_peaks(tmp_path: Path) -> None:
-    def rec(
-        ts: str, team: str, used: int, limit: int | None, level: str = "normal"
-    ) -> dict[str, Any]:
-        return {"ts": ts, "team": team, "model": "m", "status": 200, "total_tokens": 1,
-                "quota_used": used, "quota_limit": limit, "quota_level": level}  # fmt: skip
+def quota_rec(
+    ts: str,
+    team: str,
+    used: int,
+    limit: int | None,
+    level: str = "normal",
+    period: str | None = "day",
+) -> dict[str, Any]:
+    return {"ts": ts, "team": team, "model": "m", "status": 200, "total_tokens": 1,
+            "quota_used": used, "quota_limit": limit, "quota_level": level,
+            "quota_period": period}  # fmt: skip
 
+
+def test_quota_panel_shows_the_newest_peak_of_each_configured_period(tmp_path: Path) -> None:
+    rec = quota_rec
     recs = [
         rec("2026-10-30T10:00:00Z", "research", 950, 1000, "critical"),
         rec("2026-11-01T10:00:00Z", "research", 100, 1000),
@@ -78,18 +86,34 @@ def test_quota_panel_shows_newest_day_and_month_peaks(tmp_path: Path) -> None:
         rec("2026-11-02T10:00:00Z", "research", 850, 1000, "warning"),
         rec("2026-11-02T11:00:00Z", "research", 200, 1000),  # a later, lower reading
         rec("2026-11-02T11:00:00Z", "open", 0, None),  # no limit: not in the panel
+        rec("2026-11-01T11:00:00Z", "ops", 40_000, 50_000, "normal", "month"),
+        rec("2026-11-02T11:00:00Z", "ops", 45_000, 50_000, "warning", "month"),
     ]
     rows = aggregate((orjson.dumps(r) for r in recs), ["team"]).tally.quota_rows()
     assert [
         (r["team"], r["period"], r["when"], r["used"], r["limit"], r["level"]) for r in rows
     ] == [
+        ("ops", "month", "2026-11", 45_000, 50_000, "warning"),
         ("research", "day", "2026-11-02", 850, 1000, "warning"),
-        ("research", "month", "2026-11", 850, 1000, "warning"),
     ]
     html = render(tmp_path, recs)
     table = html[html.index('<table id="quota">') :]
     table = table[: table.index("</table>")]
     assert "2026-11-02" in table and "85.0%" in table and "open" not in table
+
+
+def test_a_daily_quota_never_shows_as_a_monthly_one(tmp_path: Path) -> None:
+    """A team with `monthly_tokens: null` showed a red "month 103%" row, its limit the
+    daily one, folded from daily peaks."""
+    recs = [
+        quota_rec(f"2026-11-{d:02d}T10:00:00Z", "t", 59_000, 60_000, "critical") for d in (1, 2, 3)
+    ]
+    recs += [quota_rec("2026-11-04T10:00:00Z", "legacy", 10, 100, "normal", None)]  # older rows
+    rows = aggregate((orjson.dumps(r) for r in recs), ["team"]).tally.quota_rows()
+    assert [(r["team"], r["period"], r["when"]) for r in rows] == [
+        ("legacy", "quota", "2026-11-04"),
+        ("t", "day", "2026-11-03"),
+    ]
 
 
 def test_utilization_overflow_is_labelled_with_its_count_and_max(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
         "tokens_after": 5100, "dropped": 11, "truncated": 12, "summarized": 13, "deduped": 14,
         "prompt_tokens": 5123, "completion_tokens": 77, "total_tokens": 5200,
         "usage_source": "upstream", "utilization": round(6400 / 9000, 4), "level": Level.WARNING,
-        "quota_used": 5200, "quota_limit": 100000, "quota_level": Level.NORMAL,
+        "quota_used": 5200, "quota_limit": 100000, "quota_level": Level.NORMAL, "quota_period": "day",
         "error": "odd_error", "kind": "responses", "policy": policy.name, "cached_tokens": 4096,
         "api": "responses", "saved_usd": pytest.approx(1300 * 2.5e-06),
         "cost_usd": pytest.approx(cost),
