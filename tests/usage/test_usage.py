@@ -57,6 +57,7 @@ def test_record_is_one_json_line_with_the_contract_fields() -> None:
         "api",
         "cost_usd",
         "saved_usd",
+        "quota_period",
     ]
     assert [f.name for f in fields(UsageRecord)] == list(obj)
     assert obj["level"] == "warning" and obj["quota_level"] == "critical"
