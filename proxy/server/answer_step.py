@@ -94,6 +94,8 @@ async def relay_stream(
         status, error = 499, "client_disconnected"
         if services.stopping:  # the grace period is over: the server cut it, not the client
             status, error = 503, "server_shutdown"
+        if tap.finished:  # it left after the final event: it had the whole answer
+            status, error = 200, None
         raise
     finally:
         upstream.close()

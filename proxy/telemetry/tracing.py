@@ -1,6 +1,8 @@
-"""OpenTelemetry traces (the optional `otel` extra): one span per request with the GenAI
-semantic conventions and the plan's figures, a child span for planning and one for the
-upstream call, the client's W3C `traceparent` continued and passed upstream.
+"""OpenTelemetry traces and metrics (the optional `otel` extra): one span per request with
+the GenAI semantic conventions and the plan's figures, a child span for planning and one
+for the upstream call, the client's W3C `traceparent` continued and passed upstream; and
+the GenAI client metrics (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`)
+with the tokens trimming saved (`context.tokens.trimmed`), by team and model.
 
 Off unless an OTLP/HTTP endpoint is configured (`--otel`, CONTEXT_PROXY_OTEL or the
 standard OTEL_EXPORTER_OTLP_ENDPOINT): then `open_tracing` imports the SDK and exports in
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, Histogram
+    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
@@ -27,12 +31,30 @@ PROVIDERS = {"messages": "anthropic"}  # the API the client called -> gen_ai.pro
 class Tracing:
     """The process's tracer; `begin` starts a request's trace."""
 
-    def __init__(self, provider: TracerProvider) -> None:
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    def __init__(self, provider: TracerProvider, meters: MeterProvider) -> None:
+        from opentelemetry.trace.propagation.tracecontext import (
+            TraceContextTextMapPropagator,
+        )
 
-        self.provider = provider
+        self.provider, self.meters = provider, meters
         self.tracer: Tracer = provider.get_tracer("context-proxy")
         self.propagator = TraceContextTextMapPropagator()
+        meter = meters.get_meter("context-proxy")
+        self.token_usage: Histogram = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens used per request.",
+        )
+        self.duration: Histogram = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Request duration.",
+        )
+        self.trimmed: Counter = meter.create_counter(
+            "context.tokens.trimmed",
+            unit="{token}",
+            description="Prompt tokens trimming removed.",
+        )
 
     def begin(self, headers: Mapping[str, str]) -> RequestTrace:
         parent = self.propagator.extract(
@@ -42,6 +64,7 @@ class Tracing:
 
     def close(self) -> None:
         self.provider.shutdown()  # exports what is left
+        self.meters.shutdown()
 
 
 class RequestTrace:
@@ -66,7 +89,10 @@ class RequestTrace:
         from opentelemetry import trace
 
         parts = urlsplit(url)
-        self.server = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        self.server = (
+            parts.hostname,
+            parts.port or (443 if parts.scheme == "https" else 80),
+        )
         context = trace.set_span_in_context(self.span)
         self.upstream = self.tracing.tracer.start_span("upstream", context=context)
         carrier: dict[str, str] = {}
@@ -134,16 +160,48 @@ class RequestTrace:
                 end_time=self.at(upstream_ended if upstream_ended is not None else ended)
             )
         span.end(end_time=self.at(ended))
+        tracing, labels = (
+            self.tracing,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": attributes["gen_ai.provider.name"],
+                "gen_ai.request.model": attributes["gen_ai.request.model"],
+                "context.team": record.team,
+            },
+        )
+        if record.prompt_tokens:
+            tracing.token_usage.record(
+                record.prompt_tokens, {**labels, "gen_ai.token.type": "input"}
+            )
+        if record.completion_tokens:
+            tracing.token_usage.record(
+                record.completion_tokens, {**labels, "gen_ai.token.type": "output"}
+            )
+        tracing.duration.record((ended - self.perf), labels)
+        if record.tokens_before > record.tokens_after:
+            tracing.trimmed.add(record.tokens_before - record.tokens_after, labels)
 
 
 def open_tracing(endpoint: str) -> Tracing:
-    """A tracer exporting to the OTLP/HTTP `endpoint` (its /v1/traces) in batches."""
+    """Traces exported to the OTLP/HTTP `endpoint` (its /v1/traces) in batches, metrics to
+    its /v1/metrics every minute (OTEL_METRIC_EXPORT_INTERVAL, in ms, sets another)."""
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter,
+    )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": "context-proxy"}))
-    exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
-    return Tracing(provider)
+    base = endpoint.rstrip("/")
+    resource = Resource.create({"service.name": "context-proxy"})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=base + "/v1/traces"), schedule_delay_millis=1000
+        )
+    )
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=base + "/v1/metrics"))
+    return Tracing(provider, MeterProvider(resource=resource, metric_readers=[reader]))

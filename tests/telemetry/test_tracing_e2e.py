@@ -14,6 +14,9 @@ import anthropic
 import httpx
 import openai
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +33,16 @@ SECRET = "the-secret-words-of-this-request"
 class Receiver:
     def __init__(self) -> None:
         self.spans: list[Any] = []
+        self.metrics: dict[str, list[Any]] = {}
+
+    async def metrics_in(self, request: Request) -> Response:
+        export = ExportMetricsServiceRequest()
+        export.ParseFromString(await request.body())
+        for resource in export.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    self.metrics.setdefault(metric.name, []).append(metric)
+        return Response(b"", media_type="application/x-protobuf")
 
     async def traces(self, request: Request) -> Response:
         export = ExportTraceServiceRequest()
@@ -49,7 +62,10 @@ class Receiver:
 @pytest.fixture
 def receiver() -> Iterator[tuple[Receiver, str]]:
     collector = Receiver()
-    app = Starlette(routes=[Route("/v1/traces", collector.traces, methods=["POST"])])
+    app = Starlette(routes=[
+        Route("/v1/traces", collector.traces, methods=["POST"]),
+        Route("/v1/metrics", collector.metrics_in, methods=["POST"]),
+    ])  # fmt: skip
     with serve(app) as url:
         yield collector, url
 
@@ -63,9 +79,11 @@ def attributes(span: Any) -> dict[str, Any]:
 
 
 def test_a_request_is_one_span_with_its_plan_and_the_upstream_call(
-    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, receiver: tuple[Receiver, str]
-) -> None:
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, receiver: tuple[Receiver, str],
+    monkeypatch: Any,
+) -> None:  # fmt: skip
     collector, url = receiver
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "300")
     (policies_dir / "default.yaml").write_text(
         "budget: {reserve_output: false}\nmodels:\n  gpt-4o: {context_window: 2000}\n"
     )
@@ -92,6 +110,18 @@ def test_a_request_is_one_span_with_its_plan_and_the_upstream_call(
     assert sent == f"00-{TRACE_ID}-{call.span_id.hex()}-01"  # the upstream's parent: our call
     everything = b"".join(s.SerializeToString() for s in spans)
     assert SECRET.encode() not in everything and b"sk-caller-key" not in everything
+    deadline = time.monotonic() + 15
+    while "context.tokens.trimmed" not in collector.metrics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    usage = collector.metrics["gen_ai.client.token.usage"][-1].histogram.data_points
+    kinds = {
+        next(a.value.string_value for a in p.attributes if a.key == "gen_ai.token.type")
+        for p in usage
+    }
+    assert kinds == {"input", "output"}
+    assert "gen_ai.client.operation.duration" in collector.metrics
+    trimmed = collector.metrics["context.tokens.trimmed"][-1].sum.data_points[0].as_int
+    assert trimmed == facts["context.tokens_before"] - facts["context.tokens_after"]
     assert request.start_time_unix_nano <= plan.start_time_unix_nano
     assert plan.end_time_unix_nano <= call.end_time_unix_nano <= request.end_time_unix_nano
 
