@@ -8,8 +8,9 @@ the default policy; the window the policy's, else litellm's model map (the same 
 data the proxy reads). The plan is the proxy's own (`plan_request`, the same bytes the
 proxy would forward); a request whose required parts cannot fit is refused with LiteLLM's
 own 400 for a context window exceeded. The plan's figures go into the request's metadata
-(`spend_logs_metadata`, which LiteLLM's spend logs and callbacks carry). Streaming is
-untouched. A large plan runs in a worker thread, off LiteLLM's event loop.
+(`spend_logs_metadata`, which LiteLLM's spend logs and callbacks carry) and, with
+`usage_log`, the proxy's own usage rows are written once LiteLLM has the answer. Streaming
+is untouched. A large plan runs in a worker thread, off LiteLLM's event loop.
 
 Only this module imports litellm; the planner never does.
 """
@@ -17,6 +18,7 @@ Only this module imports litellm; the planner never does.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from proxy.items import is_responses_body, to_chat, to_responses
 from proxy.planner import PlanOutcome, plan_request
 from proxy.policy import Policy, PolicySet, load_policy_dir
 from proxy.tokens import ContextWindows, TokenCounter
+from proxy.usage import UsageRecord
 
 CHAT_CALLS = frozenset(("completion", "acompletion"))
 RESPONSES_CALLS = frozenset(("responses", "aresponses"))
@@ -40,11 +43,33 @@ _LITELLM_KEYS = frozenset(("metadata", "litellm_metadata", "proxy_server_request
 class ContextProxyHook(CustomLogger):
     """LiteLLM's `async_pre_call_hook`, planned with the policies in `policies`."""
 
-    def __init__(self, policies: str | Path = "policies") -> None:
+    def __init__(
+        self, policies: str | Path = "policies", usage_log: str | Path | None = None
+    ) -> None:
         super().__init__()
         self.policies: PolicySet = load_policy_dir(Path(policies))
         self.counter = TokenCounter()
         self.windows = ContextWindows()
+        self.usage_log = Path(usage_log) if usage_log else None  # the proxy's rows, if named
+
+    async def async_log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        if self.usage_log is not None:
+            await asyncio.to_thread(
+                append_row, self.usage_log, usage_row(kwargs, response_obj, 200, None)
+            )
+
+    async def async_log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        if self.usage_log is not None:
+            error = kwargs.get("exception") if isinstance(kwargs, dict) else None
+            status = getattr(error, "status_code", 500)
+            row = usage_row(
+                kwargs, None, status if isinstance(status, int) else 500, type(error).__name__
+            )
+            await asyncio.to_thread(append_row, self.usage_log, row)
 
     def policy_for(self, user_api_key_dict: Any) -> Policy:
         """The policy of LiteLLM's team or key, by name; else the default."""
@@ -121,3 +146,43 @@ def figures_of(outcome: PlanOutcome, policy: Policy) -> dict[str, Any]:
         "deduped": outcome.deduped,
         "trimmed": outcome.trimmed,
     }
+
+
+def usage_row(kwargs: Any, response: Any, status: int, error: str | None) -> UsageRecord:
+    """The proxy's usage row for a call LiteLLM made: the plan's figures from the request's
+    metadata, the tokens from LiteLLM's response."""
+    params = kwargs.get("litellm_params") if isinstance(kwargs, dict) else None
+    metadata = (params or {}).get("metadata") or {}
+    figures = metadata.get("context_proxy") if isinstance(metadata, dict) else None
+    plan = figures if isinstance(figures, dict) else {}
+    usage = getattr(response, "usage", None)
+    prompt = getattr(usage, "prompt_tokens", None) or getattr(usage, "input_tokens", None) or 0
+    completion = (
+        getattr(usage, "completion_tokens", None) or getattr(usage, "output_tokens", None) or 0
+    )
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    api = "responses" if kwargs.get("call_type") in RESPONSES_CALLS else "chat"
+    return UsageRecord(
+        team=str(plan.get("team", "default")), model=str(kwargs.get("model") or "")[:200],
+        status=status, stream=kwargs.get("stream") is True,
+        context_window=plan.get("context_window"), budget=plan.get("budget"),
+        tokens_before=int(plan.get("tokens_before", 0)),
+        tokens_after=int(plan.get("tokens_after", 0)),
+        dropped=int(plan.get("dropped", 0)), truncated=int(plan.get("truncated", 0)),
+        deduped=int(plan.get("deduped", 0)), prompt_tokens=int(prompt),
+        completion_tokens=int(completion), total_tokens=int(prompt) + int(completion),
+        usage_source="upstream" if usage is not None else "estimated", error=error, kind=api,
+        policy=str(plan.get("policy", "default")),
+        cached_tokens=cached if isinstance(cached, int) else None, api=api,
+    )  # fmt: skip
+
+
+def append_row(path: Path, record: UsageRecord) -> None:
+    """One whole line, appended in one write (O_APPEND): never half a row beside another
+    process's."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    try:
+        os.write(fd, record.to_json_line())
+    finally:
+        os.close(fd)

@@ -148,15 +148,11 @@ def aggregate(
             if level not in _LEVELS:
                 raise ValueError("level")
             kind = error_kind(status, rec.get("error"))
-            quota_limit = rec.get("quota_limit")
+            quota_limit, period = rec.get("quota_limit"), rec.get("quota_period")
             quota = None
             if quota_limit is not None:
-                period = rec.get("quota_period")
-                quota = (
-                    _count(rec.get("quota_used")),
-                    _count(quota_limit),
-                    period if period in ("day", "month") else None,
-                )
+                used, limit = _count(rec.get("quota_used")), _count(quota_limit)
+                quota = (used, limit, period if period in ("day", "month") else None)
                 quota_level = str(rec.get("quota_level") or "normal")
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
             agg.skipped += 1  # a torn or hand-made line: said in the report, never fatal

@@ -88,3 +88,29 @@ def test_the_hooks_plans_are_the_proxys_byte_for_byte(
         mine = hooked(hook, body)
         assert orjson.dumps(mine["messages"]) == orjson.dumps(answer["request"]["messages"])
     assert trimmed >= 5
+
+
+def test_the_proxys_usage_rows_are_written_once_litellm_has_the_answer(tmp_path: Path) -> None:
+    (tmp_path / "default.yaml").write_text("team: research\n" + POLICY % 1000)
+    log = tmp_path / "usage.jsonl"
+    hook = ContextProxyHook(tmp_path, usage_log=log)
+    chat = [{"role": "user", "content": f"turn {k} " + "word " * 60} for k in range(30)]
+    planned = hooked(hook, {"model": "gpt-4o", "messages": chat})
+    usage = SimpleNamespace(prompt_tokens=700, completion_tokens=9,
+                            prompt_tokens_details=SimpleNamespace(cached_tokens=512))  # fmt: skip
+    kwargs = {"model": "gpt-4o", "stream": False, "call_type": "acompletion",
+              "litellm_params": {"metadata": planned["metadata"]}}  # fmt: skip
+    asyncio.run(hook.async_log_success_event(kwargs, SimpleNamespace(usage=usage), None, None))
+    failed = {**kwargs, "exception": ContextWindowExceededError("too long", "gpt-4o", "x")}
+    asyncio.run(hook.async_log_failure_event(failed, None, None, None))
+    rows = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    figures = planned["metadata"]["context_proxy"]
+    assert rows[0]["team"] == "research" and rows[0]["status"] == 200
+    assert rows[0]["tokens_before"] == figures["tokens_before"] > rows[0]["tokens_after"]
+    assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"], rows[0]["cached_tokens"]) == (
+        700,
+        9,
+        512,
+    )
+    assert rows[0]["usage_source"] == "upstream" and rows[0]["api"] == "chat"
+    assert rows[1]["status"] == 400 and rows[1]["error"] == "ContextWindowExceededError"

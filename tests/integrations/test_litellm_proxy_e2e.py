@@ -42,7 +42,8 @@ def litellm_url(
     port = free_port()
     environment = {**os.environ, "UPSTREAM_BASE_URL": upstream + "/v1", "OPENAI_API_KEY": "sk-up",
                    "LITELLM_MASTER_KEY": MASTER, "PYTHONPATH": str(ROOT),
-                   "CONTEXT_PROXY_POLICIES": str(folder / "policies")}  # fmt: skip
+                   "CONTEXT_PROXY_POLICIES": str(folder / "policies"),
+                   "CONTEXT_PROXY_USAGE_LOG": str(folder / "usage.jsonl")}  # fmt: skip
     log = (folder / "litellm.log").open("w")
     process = subprocess.Popen(
         [str(litellm_command()), "--config", "config.yaml", "--port", str(port), "--host", "127.0.0.1"],
@@ -112,6 +113,19 @@ def test_a_litellm_proxy_with_the_hook_forwards_the_proxys_plan(
     assert expected.tokens_after <= 2000 < expected.tokens_before
     assert orjson.dumps(sent["messages"]) == orjson.dumps(expected.body["messages"])
     assert sent.get("stream", False) is stream
+    log = _policies(tmp_path_factory).parent / "usage.jsonl"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # written once LiteLLM has logged the answer
+        rows = [orjson.loads(x) for x in log.read_bytes().splitlines()] if log.exists() else []
+        if any(r["stream"] is stream for r in rows):
+            break
+        time.sleep(0.2)
+    row = next(r for r in rows if r["stream"] is stream)
+    assert (row["tokens_before"], row["tokens_after"]) == (
+        expected.tokens_before,
+        expected.tokens_after,
+    )
+    assert row["status"] == 200 and row["model"].endswith("gpt-4o")
 
 
 def test_a_request_that_cannot_fit_gets_litellms_400(
