@@ -33,9 +33,11 @@ svg text{font-size:12px;fill:#444}svg text.at{font-size:13px;fill:#222;font-weig
 .grid{stroke:#e5e5e5}.axis{stroke:#999}
 .legend{display:flex;flex-wrap:wrap;gap:12px;margin:6px 0}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
-table{border-collapse:collapse;background:#fff;font-size:13px}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f0f0f0}
+table{border-collapse:collapse;background:#fff;font-size:12px}
+th,td{border:1px solid #ddd;padding:3px 5px;text-align:right}
+th{background:#f0f0f0;white-space:normal;vertical-align:bottom}
 td.k,th.k{text-align:left}td{white-space:nowrap}tr.total td{font-weight:bold;background:#f6f6f6}
+td.k{white-space:normal;overflow-wrap:anywhere;max-width:160px}
 """
 
 
@@ -226,7 +228,10 @@ def top_models(model_tokens: Mapping[str, int]) -> str:
 
 def _table(by: Sequence[str], rows: Sequence[Mapping[str, Any]], total: Mapping[str, Any]) -> str:
     cols = [*by, *(k for k in total)]
-    head = "".join(f'<th class="{"k" if c in by else ""}">{escape(c)}</th>' for c in cols)
+    # Headers wrap at their words (`completion tokens`): 18 columns fit a 1,400 px window.
+    head = "".join(
+        f'<th class="{"k" if c in by else ""}">{escape(c.replace("_", " "))}</th>' for c in cols
+    )
 
     def cell(c: str, v: Any) -> str:
         return f'<td class="{"k" if c in by else ""}">{escape(cell_text(c, v))}</td>'

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import subprocess
 import zlib
 from pathlib import Path
 
+import orjson
 import pytest
 
 from proxy.report.totals import report_main
@@ -141,3 +143,51 @@ def test_the_console_check_catches_a_script_error(tmp_path: Path, chromium: str)
         tmp_path / "p",
     )
     assert any("CONSOLE" in line and "Uncaught" in line for line in done.stderr.splitlines())
+
+
+# Appended to a copy of the page (the page itself has no script): after layout, every
+# table or chart wider than the window, or cut off by it, is named in a data attribute.
+MEASURE = """<script>
+addEventListener('load', () => {
+  const wide = [];
+  const room = document.documentElement.clientWidth;
+  for (const el of document.querySelectorAll('table, svg')) {
+    const box = el.getBoundingClientRect();
+    if (box.right > room + 1 || el.scrollWidth > el.clientWidth + 1) wide.push(el.id || el.tagName);
+  }
+  if (document.documentElement.scrollWidth > room + 1) wide.push('page');
+  document.body.setAttribute('data-cut', wide.join(','));
+});
+</script>"""
+
+
+def cut_off(chromium: str, page: Path, tmp: Path) -> list[str]:
+    measured = tmp / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = subprocess.run(
+        [chromium, *CHROMIUM_FLAGS[:-1], "--window-size=1400,1000", "--virtual-time-budget=3000",
+         f"--user-data-dir={tmp / 'profile'}", "--dump-dom", measured.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    found = re.search(r'data-cut="([^"]*)"', dom.stdout)
+    assert found is not None, dom.stderr[-2000:]
+    return [name for name in found.group(1).split(",") if name]
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_nothing_is_cut_off_at_1400_px(tmp_path: Path, chromium: str, days: int) -> None:
+    """The team lead's window: every table and chart fits, one day of data or thirty."""
+    log, page = tmp_path / "usage.jsonl", tmp_path / "report.html"
+    records = make_log(log, 3000, garbage=False)
+    first = records[0]["ts"][:10]
+    if days == 1:  # the same rows, all on one day
+        log.write_bytes(b"".join(
+            orjson.dumps({**r, "ts": first + r["ts"][10:]}) + b"\n" for r in records))  # fmt: skip
+    else:
+        log.write_bytes(b"".join(
+            orjson.dumps({**r, "ts": f"2026-11-{1 + i % 30:02d}" + r["ts"][10:]}) + b"\n"
+            for i, r in enumerate(records)))  # fmt: skip
+    assert (
+        report_main(str(log), ["team", "model"], html=str(page), out=str(tmp_path / "t.txt")) == 0
+    )
+    assert cut_off(chromium, page, tmp_path) == []
