@@ -205,7 +205,8 @@ def utilization(hist: Sequence[int], bin_width: float, util_max: float = 0.0) ->
 def top_models(model_tokens: Mapping[str, int]) -> str:
     """Horizontal bars: the models with the most tokens."""
     title = f"Top {TOP_MODELS} models by tokens"
-    ranked = sorted(model_tokens.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_MODELS]
+    used = (kv for kv in model_tokens.items() if kv[1] > 0)  # a model at 0 tokens is noise
+    ranked = sorted(used, key=lambda kv: (-kv[1], kv[0]))[:TOP_MODELS]
     if not ranked or ranked[0][1] <= 0:
         return _empty("chart-top-models", title)
     left, row = 240, 30.0

@@ -183,11 +183,10 @@ def aggregate(
             stats.cost_usd += cost
             stats.saved_usd += saved
         agg.tally.add_spend(team, day, prompt, cached, cost, saved)
-        per_team = day_team.get(day)
-        if per_team is None:
-            per_team = day_team[day] = {}
+        per_team = day_team.setdefault(day, {})
         per_team[team] = per_team.get(team, 0) + total
-        models[model] = models.get(model, 0) + total
+        name = model if model and not error else FAILED  # failures apart from the models
+        models[name] = models.get(name, 0) + total
         if util_bin is not None and util is not None:
             agg.util_hist[util_bin] += 1
             agg.util_max = max(agg.util_max, util)
@@ -200,6 +199,7 @@ def aggregate(
 
 
 _LEVELS = (None, "normal", "warning", "critical")
+FAILED = "(failed requests)"
 _MAX_COUNT = 1 << 53  # past what a float adds exactly: no usage row holds as many tokens
 
 

@@ -141,3 +141,14 @@ def test_error_kinds_per_team_are_capped() -> None:
         tally.add_error("t", f"kind{i}")
     assert len(tally.errors["t"]) == MAX_KINDS + 1
     assert tally.errors["t"]["other"] == MAX_KINDS * 4
+
+
+def test_top_models_leave_out_failed_requests_and_nameless_rows() -> None:
+    recs = [
+        {"ts": "2026-11-02T10:00:00Z", "team": "t", "model": "gpt-4o", "status": 200, "total_tokens": 50},
+        {"ts": "2026-11-02T10:00:00Z", "team": "t", "model": "", "status": 401, "total_tokens": 0},
+        {"ts": "2026-11-02T10:00:00Z", "team": "t", "model": "broken-test-model", "status": 502,
+         "total_tokens": 0, "error": "upstream_unreachable"},
+    ]  # fmt: skip
+    agg = aggregate((orjson.dumps(r) for r in recs), ["team"])
+    assert agg.model_tokens == {"gpt-4o": 50, "(failed requests)": 0}  # apart, and no "" model
