@@ -19,6 +19,7 @@ TOP_MODELS = 10
 WARN, CRIT = 0.80, 0.90  # the default thresholds, marked on the utilization chart
 W, H = 960, 320  # chart view box
 ML, MR, MT, MB = 70, 20, 20, 50  # margins: left, right, top, bottom
+DAY_SLOT_MAX = 64  # a day's bar is at most 0.8 of this wide, however few days there are
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
@@ -123,7 +124,7 @@ def stacked_per_day(
     teams = ranked[:TOP_TEAMS] + (["other"] if len(ranked) > TOP_TEAMS else [])
     days = sorted(day_team)
     vmax = nice_max(max(sum(per.values()) for per in day_team.values()))
-    slot = (W - ML - MR) / len(days)
+    slot = min((W - ML - MR) / len(days), DAY_SLOT_MAX)  # one day: a bar, not a wall
     scale = (H - MT - MB) / vmax
     body = y_grid(vmax, grid)
     for i, day in enumerate(days):

@@ -152,3 +152,11 @@ def test_top_models_leave_out_failed_requests_and_nameless_rows() -> None:
     ]  # fmt: skip
     agg = aggregate((orjson.dumps(r) for r in recs), ["team"])
     assert agg.model_tokens == {"gpt-4o": 50, "(failed requests)": 0}  # apart, and no "" model
+
+
+def test_one_day_of_data_is_a_bar_not_a_wall() -> None:
+    from proxy.report.html import DAY_SLOT_MAX, tokens_per_day
+
+    svg, _ = tokens_per_day({"2026-11-02": {"a": 500, "b": 300}})
+    widths = [float(w) for w in re.findall(r'class="bar" x="[^"]+" y="[^"]+" width="([^"]+)"', svg)]
+    assert widths and max(widths) <= DAY_SLOT_MAX * 0.8 + 0.1
