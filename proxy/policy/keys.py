@@ -93,6 +93,8 @@ TOP_LEVEL: dict[str, Field] = {
         "daily_tokens": opt(positive_int),
         "monthly_tokens": opt(positive_int),
         "hard_limit": yes_no,
+        "daily_usd": opt(positive_number),
+        "monthly_usd": opt(positive_number),
     },
     "visibility": {"prompt_report": yes_no},
     "tags": {"inline_in_user": yes_no},

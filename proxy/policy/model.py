@@ -75,11 +75,25 @@ class ThresholdPolicy:
     critical: float = 0.90
 
 
+MICRO = 1_000_000  # dollars are counted in millionths
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaPolicy:
     daily_tokens: int | None = None
     monthly_tokens: int | None = None
     hard_limit: bool = False
+    daily_usd: float | None = None  # spend, at the bundled prices (cached tokens at theirs)
+    monthly_usd: float | None = None
+
+    def in_micro_usd(self) -> QuotaPolicy:
+        """The dollar quotas as a token-shaped policy in millionths of a dollar (what the
+        spend book counts), with the same hard limit."""
+
+        def micro(usd: float | None) -> int | None:
+            return None if usd is None else max(1, round(usd * MICRO))
+
+        return QuotaPolicy(micro(self.daily_usd), micro(self.monthly_usd), self.hard_limit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from proxy.errors import QuotaExceeded
+from proxy.policy.model import MICRO
 from proxy.server.exchange import Exchange
 from proxy.server.services import Services
 
@@ -19,10 +20,16 @@ def check_quota(services: Services, ex: Exchange, expected: int = 0) -> None:
     the event loop are admitted one at a time."""
     assert ex.policy is not None
     quotas = ex.policy.quotas
-    if quotas.daily_tokens is None and quotas.monthly_tokens is None:
+    tokens = quotas.daily_tokens is not None or quotas.monthly_tokens is not None
+    dollars = quotas.daily_usd is not None or quotas.monthly_usd is not None
+    if not (tokens or dollars):
         return
     if services.books.pending:  # the requests just finished count too
         services.books.drain()
+    if dollars and quotas.hard_limit:
+        check_spend(services, ex)
+    if not tokens:
+        return
     team, book = ex.policy.team, services.quotas
     ex.quota = status = book.status(team, quotas, ex.policy.thresholds)
     if not quotas.hard_limit or status.limit is None:
@@ -39,6 +46,22 @@ def check_quota(services: Services, ex: Exchange, expected: int = 0) -> None:
     if expected > 0:
         book.hold(team, expected)
         ex.held += expected
+
+
+def check_spend(services: Services, ex: Exchange) -> None:
+    """429 when the team's hard dollar quota is spent (what its answered requests cost at
+    the bundled prices). Requests in flight hold no dollars: a team may overshoot by what
+    those cost."""
+    assert ex.policy is not None
+    team, policy = ex.policy.team, ex.policy
+    spent = services.spend.status(team, policy.quotas.in_micro_usd(), policy.thresholds)
+    if spent.exceeded and spent.limit is not None:
+        period = spent.period or "day"
+        raise QuotaExceeded(
+            f"Team {team!r} has spent its {period} budget "
+            f"(${spent.used / MICRO:,.2f} of ${spent.limit / MICRO:,.2f}).",
+            seconds_until_reset(period),
+        )
 
 
 def expected_tokens(prompt: int, body: dict[str, Any]) -> int:

@@ -21,6 +21,7 @@ from proxy.summaries import Summarizer, open_store
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import InclusionLog, Metrics, QuotaBook, ThresholdWatch, UsageLog
+from proxy.usage.quotas import micro_usd_of
 
 if TYPE_CHECKING:  # redis (~15 MB per worker) is imported only when --state names one
     from proxy.state import SharedState
@@ -52,6 +53,7 @@ class Services:
     books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
     tracing: Tracing | None = None  # with an OTLP endpoint: a span per request
+    spend: QuotaBook = field(default_factory=QuotaBook)  # millionths of a dollar, per team
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""
@@ -119,6 +121,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     )
     if shared is not None:
         shared.counter = services.counter  # estimated models' factors, shared by the fleet
+    if settings.usage_log != "-":  # dollar quotas: this replica's spend, from its own log
+        await asyncio.to_thread(services.spend.rebuild, settings.usage_log, amount=micro_usd_of)
     if settings.otel:
         from proxy.telemetry import open_tracing
 

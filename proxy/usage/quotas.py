@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -200,7 +201,12 @@ class QuotaBook:
         return best or QuotaStatus(day_used, None, Level.NORMAL, False, None)
 
     def rebuild(
-        self, path: str, now: datetime | None = None, *, min_seek_bytes: int = _SEEK_MIN_BYTES
+        self,
+        path: str,
+        now: datetime | None = None,
+        *,
+        min_seek_bytes: int = _SEEK_MIN_BYTES,
+        amount: Callable[[dict[str, Any]], int | None] = lambda rec: rec.get("total_tokens"),
     ) -> int:
         """Replace the counts with those in the log at `path`; returns the lines counted.
 
@@ -220,7 +226,7 @@ class QuotaBook:
                 offset = _first_offset_at_or_after(f, cutoff)
         counted = 0
         for rec in iter_records(path, offset):
-            ts, team, tokens = rec.get("ts"), rec.get("team"), rec.get("total_tokens")
+            ts, team, tokens = rec.get("ts"), rec.get("team"), amount(rec)
             if not (isinstance(ts, str) and isinstance(team, str) and isinstance(tokens, int)):
                 continue
             day = utc_day(ts)
@@ -229,6 +235,14 @@ class QuotaBook:
             self._add_day(team, tokens, day)
             counted += 1
         return counted
+
+
+def micro_usd_of(record: dict[str, Any]) -> int | None:
+    """A usage row's cost in millionths of a dollar (what the spend book counts)."""
+    cost = record.get("cost_usd")
+    if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 <= cost < 1e9:
+        return None
+    return round(cost * 1_000_000)
 
 
 def _line_day(f: BinaryIO, pos: int) -> tuple[int, str | None]:
