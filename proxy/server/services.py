@@ -77,17 +77,23 @@ async def _warm(services: Services) -> None:
 async def open_services(settings: Settings) -> AsyncIterator[Services]:
     """Open the upstream pool, load policies, start the usage writer; undo it all on exit."""
     policies = PolicyStore.load(settings.policies)
-    quotas = QuotaBook()
+    quotas, spend = QuotaBook(), QuotaBook()  # tokens; millionths of a dollar
     metrics = Metrics()
     shared: SharedState | None = None
+    shared_spend: SharedState | None = None
     if settings.state:
         from proxy.state import SharedState
+        from proxy.state.replicas import SPEND_PREFIX
 
         # Redis holds every replica's counts; the log (this replica's share) is read only
         # when Redis cannot be reached at start.
         shared = await SharedState.open(
             settings.state, quotas, metrics, usage_log=settings.usage_log
         )
+        shared_spend = await SharedState.open(
+            settings.state, spend, metrics, usage_log=settings.usage_log,
+            prefix=SPEND_PREFIX, amount=micro_usd_of,
+        )  # fmt: skip
     elif settings.usage_log != "-":
         # Rebuilt from the log so a restart forgets no quota spending.
         await asyncio.to_thread(quotas.rebuild, settings.usage_log)
@@ -106,6 +112,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         windows=windows,
         usage=usage,
         quotas=quotas,
+        spend=spend,
         thresholds=ThresholdWatch(),
         metrics=metrics,
         # Stores open on first use: a policy with summaries off never creates a file.
@@ -121,7 +128,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     )
     if shared is not None:
         shared.counter = services.counter  # estimated models' factors, shared by the fleet
-    if settings.usage_log != "-":  # dollar quotas: this replica's spend, from its own log
+    if shared_spend is None and settings.usage_log != "-":  # this replica's, from its log
         await asyncio.to_thread(services.spend.rebuild, settings.usage_log, amount=micro_usd_of)
     if settings.otel:
         from proxy.telemetry import open_tracing
@@ -132,6 +139,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
     stop = asyncio.Event()
     if shared is not None:
         services.spawn(shared.run(stop))
+    if shared_spend is not None:
+        services.spawn(shared_spend.run(stop))
     if settings.watch_policies:
         services.spawn(policies.watch(stop))
     loop = asyncio.get_running_loop()
@@ -150,6 +159,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await services.summaries.aclose()
         if shared is not None:
             await shared.aclose()  # hands the last unsent quota tokens to Redis
+        if shared_spend is not None:
+            await shared_spend.aclose()
         await services.upstream.close()
         if services.tracing is not None:
             await asyncio.to_thread(services.tracing.close)  # exports the last spans

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -35,6 +36,7 @@ PERIOD_MARGIN = timedelta(days=2)  # counters outlive their period, for late rec
 MARKER_TTL_S = 7 * 24 * 3600
 FINAL_SYNC_S = 3.0  # at shutdown
 PREFIX = "cp:quota:"
+SPEND_PREFIX = "cp:spend:"  # dollar quotas' counters, in millionths of a dollar
 
 # One atomic step per sync. KEYS: [1] this replica's last applied batch number, [2] the set
 # of teams counted this month, [3..] counters. ARGV: batch number, marker TTL, the set's
@@ -63,12 +65,12 @@ return {values, redis.call('SMEMBERS', KEYS[2])}
 """
 
 
-def day_key(team: str, day: str) -> str:
-    return f"{PREFIX}{team}:d:{day}"
+def day_key(team: str, day: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}{team}:d:{day}"
 
 
-def month_key(team: str, month: str) -> str:
-    return f"{PREFIX}{team}:m:{month}"
+def month_key(team: str, month: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}{team}:m:{month}"
 
 
 def day_end(day: str) -> datetime:
@@ -97,8 +99,10 @@ class SharedState:
         *,
         interval_s: float = SYNC_INTERVAL_S,
         clock: Callable[[], datetime] | None = None,
+        prefix: str = PREFIX,
     ) -> None:
         self.client = client
+        self.prefix = prefix  # "cp:quota:" for tokens, "cp:spend:" for millionths of a dollar
         self.quotas = quotas
         self.interval_s = interval_s
         self.health = Health(metrics)
@@ -122,6 +126,8 @@ class SharedState:
         *,
         usage_log: str | None = None,
         interval_s: float = SYNC_INTERVAL_S,
+        prefix: str = PREFIX,
+        amount: Callable[[dict[str, Any]], int | None] | None = None,
     ) -> SharedState:
         """Connect and read the shared totals; never raises because Redis is down.
 
@@ -130,9 +136,12 @@ class SharedState:
         is rebuilt from `usage_log`, if given, until the first successful sync replaces it.
         A URL that is not a Redis URL raises ValueError.
         """
-        state = cls(connect(url), quotas, metrics, interval_s=interval_s)
+        state = cls(connect(url), quotas, metrics, interval_s=interval_s, prefix=prefix)
         if not await state.sync() and usage_log and usage_log != "-":
-            await asyncio.to_thread(quotas.rebuild, usage_log)
+            if amount is None:
+                await asyncio.to_thread(quotas.rebuild, usage_log)
+            else:
+                await asyncio.to_thread(functools.partial(quotas.rebuild, usage_log, amount=amount))
         return state
 
     @property
@@ -203,35 +212,40 @@ class SharedState:
         counters: dict[str, list[int]] = {}  # key -> [delta, expire-at]
         known = set(self.quotas.teams())  # as of now: teams added during the await wait a round
         for team in known:
-            counters[day_key(team, today)] = [0, _ts(day_end(today))]
-            counters[month_key(team, month)] = [0, _ts(month_end(month))]
+            counters[day_key(team, today, self.prefix)] = [0, _ts(day_end(today))]
+            counters[month_key(team, month, self.prefix)] = [0, _ts(month_end(month))]
         for (team, day), tokens in (batch.tokens if batch else {}).items():
             for key, end in (
-                (day_key(team, day), day_end(day)),
-                (month_key(team, day[:7]), month_end(day[:7])),
+                (day_key(team, day, self.prefix), day_end(day)),
+                (month_key(team, day[:7], self.prefix), month_end(day[:7])),
             ):
                 counters.setdefault(key, [0, _ts(end)])[0] += tokens
-        teams_key = f"{PREFIX}teams:{month}"
+        teams_key = f"{self.prefix}teams:{month}"
         new_teams = sorted({team for team, _ in batch.tokens}) if batch else []
         args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S]
         args += [_ts(month_end(month)), len(new_teams), *new_teams]
         for key, (delta, at) in counters.items():
             args += [delta, self._seen.get(key, 0), at]
-        keys = [f"{PREFIX}applied:{self._replica}", teams_key, *counters]
+        keys = [f"{self.prefix}applied:{self._replica}", teams_key, *counters]
         reply: list[Any] = await self._apply(keys=keys, args=args)
         self._batch = None  # acknowledged: applied exactly once
         # Floors for the next round: what Redis holds now, our batch included.
         self._seen = totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}
         others = sorted(set(reply[1]) - known)
         if others:  # teams counted only by other replicas so far
-            more = [k for t in others for k in (day_key(t, today), month_key(t, month))]
+            more = [
+                k
+                for t in others
+                for k in (day_key(t, today, self.prefix), month_key(t, month, self.prefix))
+            ]
             values = await self.client.mget(more)
             totals.update({k: int(v or 0) for k, v in zip(more, values, strict=True)})
         for team in sorted(known.union(others)):
-            day_total = totals.get(day_key(team, today), 0)
-            month_total = totals.get(month_key(team, month), 0)
+            day_total = totals.get(day_key(team, today, self.prefix), 0)
+            month_total = totals.get(month_key(team, month, self.prefix), 0)
             self.quotas.install(team, today, day_total, month_total)
-            self.health.metrics.set_shared_quota(team, day_total, month_total)
+            if self.prefix == PREFIX:  # the gauge holds tokens; spend is not shown there
+                self.health.metrics.set_shared_quota(team, day_total, month_total)
         return retried and self.quotas.unsent() > 0
 
 

@@ -297,14 +297,14 @@ def _clusters(n: int, shared: bool) -> dict[str, Any]:
 def test_many_summaries_of_one_cluster_settle_in_linear_time() -> None:
     # ~1 MB: 4,000 members of one cluster and 4,000 summaries of it (old: seconds, n^2)
     took, sub = _settle_seconds(_clusters(4000, shared=True), 20000)
-    assert took < 0.5
+    assert took < 1.5  # see below
     assert len(sub.members) == 4000 and len(set(sub.members.values())) == 1
     assert sub.active and all(len(sub.lost(c)) > 0 for c in sub.active)
 
 
 def test_clusters_each_with_a_summary_settle_fast() -> None:
     took, sub = _settle_seconds(_clusters(4000, shared=False), 20000)
-    assert took < 0.5
+    assert took < 1.5  # ~0.2 s idle, 0.6 s seen on a loaded shared machine; quadratic: seconds
     assert len(sub.members) == 4000
 
 
