@@ -42,20 +42,15 @@ class CountCalibration:
         """The model's calibrated factor, or None while it has none."""
         return self._factors.get(model)
 
-    def factors(self) -> dict[str, float]:
-        return dict(self._factors)
-
     def observe(self, model: str, raw: float, reported: int, start: float) -> float | None:
         """Take one answer's reported prompt tokens against the raw estimate of what was
         sent; the new factor when it moved, else None."""
         if raw <= 0 or reported <= 0 or not math.isfinite(raw):
             return None
         with self._lock:
-            seen = self._seen.get(model)
+            seen = self._seen_for(model)
             if seen is None:
-                if len(self._seen) >= MAX_MODELS:
-                    return None
-                seen = self._seen[model] = _Seen()
+                return None
             seen.samples += 1
             seen.unsent += 1
             seen.worst = max(seen.worst, reported / raw)
@@ -83,20 +78,25 @@ class CountCalibration:
         if samples <= 0 or not math.isfinite(worst) or worst <= 0:
             return None
         with self._lock:
-            seen = self._seen.get(model)
+            seen = self._seen_for(model)
             if seen is None:
-                if len(self._seen) >= MAX_MODELS:
-                    return None
-                seen = self._seen[model] = _Seen()
+                return None
             seen.samples = max(seen.samples, samples)
             seen.worst = max(seen.worst, worst)
             return self._settle(model, seen, start)
+
+    def _seen_for(self, model: str) -> _Seen | None:
+        """The model's record (made on first sight), or None once the table is full."""
+        seen = self._seen.get(model)
+        if seen is None and len(self._seen) < MAX_MODELS:
+            seen = self._seen[model] = _Seen()
+        return seen
 
     def _settle(self, model: str, seen: _Seen, start: float) -> float | None:
         floor = seen.worst * (1 + FLOOR_MARGIN)  # never under what an answer showed
         ceiling = max(start, floor)  # never over the family's factor unless shown needed
         margin = SPREAD / math.sqrt(seen.samples) if seen.samples >= MIN_SAMPLES else math.inf
-        wanted = math.ceil(min(max(floor * (1 + margin), floor), ceiling) * 1000) / 1000  # up
+        wanted = math.ceil(min(floor * (1 + margin), ceiling) * 1000) / 1000  # rounded up
         current = self._factors.get(model, start)
         if abs(wanted - current) < MIN_CHANGE * current and current >= floor:
             return None
