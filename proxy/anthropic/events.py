@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.anthropic.answer import anthropic_usage
-from proxy.upstream.sse import _EVENT_END, MAX_KEPT_BYTES, StreamTap, _json_payload
+from proxy.upstream.sse import MAX_KEPT_BYTES, StreamTap, _json_payload
 
 _DELTA_KEYS = ("text", "thinking", "partial_json")
 
@@ -41,13 +41,8 @@ class MessagesTap(StreamTap):
         return event
 
     def text(self) -> str:
-        parts: list[str] = []
-        for events in self._events:
-            for event in _EVENT_END.split(events):
-                if b'"delta"' not in event:
-                    continue
-                parsed = _json_payload(event)
-                delta = parsed.get("delta") if parsed is not None else None
-                if isinstance(delta, dict):
-                    parts += (delta[k] for k in _DELTA_KEYS if isinstance(delta.get(k), str))
-        return "".join(parts)
+        deltas = (event.get("delta") for event in self.kept_deltas())
+        return "".join(
+            delta[k] for delta in deltas if isinstance(delta, dict)
+            for k in _DELTA_KEYS if isinstance(delta.get(k), str)
+        )  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from proxy.upstream.sse import _EVENT_END, MAX_KEPT_BYTES, StreamTap, _json_payload
+from proxy.upstream.sse import MAX_KEPT_BYTES, StreamTap, _json_payload
 
 # The events whose deltas are generated tokens, for estimating them without usage.
 _DELTAS = frozenset(
@@ -53,17 +53,11 @@ class ResponsesTap(StreamTap):
         return event
 
     def text(self) -> str:
-        parts: list[str] = []
-        for events in self._events:
-            for event in _EVENT_END.split(events):
-                if b'"delta"' not in event:
-                    continue
-                parsed = _json_payload(event)
-                if parsed is not None and parsed.get("type") in _DELTAS:
-                    delta = parsed.get("delta")
-                    if isinstance(delta, str):
-                        parts.append(delta)
-        return "".join(parts)
+        return "".join(
+            event["delta"]
+            for event in self.kept_deltas()
+            if event.get("type") in _DELTAS and isinstance(event.get("delta"), str)
+        )
 
 
 def response_error_event(message: str, type_: str, code: str) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -189,6 +190,13 @@ class StreamTap:
                 if parsed is not None:
                     _collect_text(parsed.get("choices"), parts)
         return "".join(parts)
+
+    def kept_deltas(self) -> Iterator[dict[str, Any]]:
+        """The kept events that hold a `delta`, parsed: the typed APIs' generated text."""
+        for events in self._events:
+            for event in _EVENT_END.split(events):
+                if b'"delta"' in event and (parsed := _json_payload(event)) is not None:
+                    yield parsed
 
     def estimated_chars_beyond(self, text: str) -> int:
         """Text characters in the events not kept, at the kept events' ratio of text to bytes."""
