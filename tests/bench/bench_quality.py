@@ -91,8 +91,11 @@ class Tally:
         }
 
 
-def planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
-    """A method factory: one term index per stream, as a worker keeps one."""
+def planner(tok: Any, budget: int, cache: bool, messages: bool = False) -> Callable[[], Method]:
+    """A method factory: one term index per stream, as a worker keeps one. `messages`: the
+    body is sent as Anthropic's Messages API takes it (converted, read into neutral
+    messages, planned, written back as blocks, and read again for scoring: tool results
+    come back as the tool messages they were)."""
     policy = Policy(
         models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
         cache=CachePolicy(enabled=cache),
@@ -103,36 +106,16 @@ def planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
         terms = TermIndex()
 
         def run(body: dict[str, Any]) -> list[Msg] | None:
+            sent = as_messages_body(body) if messages else body
+            conv = anthropic.to_chat(sent) if messages else None
             try:
-                return list(plan_request(body, policy, tok, window, terms=terms).body["messages"])
+                outcome = plan_request(
+                    conv.body if conv else body, policy, tok, window, terms=terms
+                )
             except ContextLengthExceeded:
                 return None
-
-        return run
-
-    return make
-
-
-def messages_planner(tok: Any, budget: int, cache: bool) -> Callable[[], Method]:
-    """`planner` for a body sent as Anthropic's Messages API takes it: converted, read into
-    neutral messages, planned, written back as blocks, and read again for scoring (tool
-    results come back as the tool messages they were)."""
-    policy = Policy(
-        models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
-        cache=CachePolicy(enabled=cache),
-    )
-    window = round(budget / 0.8)
-
-    def make() -> Method:
-        terms = TermIndex()
-
-        def run(body: dict[str, Any]) -> list[Msg] | None:
-            sent = as_messages_body(body)
-            conv = anthropic.to_chat(sent)
-            try:
-                outcome = plan_request(conv.body, policy, tok, window, terms=terms)
-            except ContextLengthExceeded:
-                return None
+            if conv is None:
+                return list(outcome.body["messages"])
             written = anthropic.to_messages(sent, conv, outcome.body["messages"])
             return [dict(m) for m in anthropic.to_chat(written).messages]
 
@@ -197,10 +180,10 @@ def run(
     for name in sets:
         streams = SETS[name](limit)
         for budget in BUDGETS[name]:
-            plans = messages_planner if name.endswith("-messages") else planner
+            blocks = name.endswith("-messages")
             makers: dict[str, Callable[[], Method]] = {
-                "default": plans(tok, budget, True),
-                "per-request": plans(tok, budget, False),
+                "default": planner(tok, budget, True, blocks),
+                "per-request": planner(tok, budget, False, blocks),
                 "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
             }
             for method in methods:
