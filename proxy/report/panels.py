@@ -32,23 +32,23 @@ def _name(text: str) -> str:
 
 def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per team two bars, its newest day and that month: peak used / limit, by level."""
-    title = "Quota used vs limit per team (newest day and its month)"
+    title = "Quota used vs limit per team (newest day and its month; tokens and dollars)"
     if not rows:
         return no_data_chart("chart-quota", title, "no quota limits recorded in this log")
     span = max(1.0, *(float(r["share"]) for r in rows))  # over 100% stays on the chart
     scale = (W - LEFT - RIGHT) / span
     height = int(MT * 2 + ROW * len(rows)) + 50
-    body = axis_titles("share of the binding quota limit", "team · period", height, MT + 50)
+    body = axis_titles("share of the quota limit (tokens or $)", "team", height, MT + 50)
     for i, r in enumerate(rows):
         y, share = MT + i * ROW, float(r["share"])
         width = max(share * scale, 1.0)
-        label = f"{r['team']} · {r['period']}"
+        label = f"{r['team']} · {_period(r)}"
         body.append(
             f'<text x="{LEFT - 8}" y="{y + ROW * 0.65:.1f}" text-anchor="end">{_name(label)}</text>'
             f'<rect class="bar" x="{LEFT}" y="{y + ROW * 0.15:.1f}" width="{width:.1f}" '
             f'height="{ROW * 0.7:.1f}" fill="{LEVEL_COLOUR.get(r["level"], PALETTE[0])}">'
-            f"<title>{escape(label)} {escape(r['when'])}: {r['used']:,} of {r['limit']:,} "
-            f"tokens ({escape(r['level'])})</title></rect>"
+            f"<title>{escape(label)} {escape(r['when'])}: {_amount(r, 'used')} of "
+            f"{_amount(r, 'limit')} ({escape(r['level'])})</title></rect>"
             f'<text x="{LEFT + width + 6:.1f}" y="{y + ROW * 0.65:.1f}">{share:.0%}</text>'
         )
     bottom = MT + ROW * len(rows)
@@ -62,14 +62,33 @@ def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
     return svg_frame("chart-quota", title, body, height)
 
 
+def _period(row: Mapping[str, Any]) -> str:
+    """ "day" for a token quota, "day $" for a dollar one."""
+    return f"{row['period']} $" if row.get("unit") == "usd" else str(row["period"])
+
+
+def _amount(row: Mapping[str, Any], key: str) -> str:
+    """The row's `used` or `limit`: "$12.35" for a dollar quota, "1,234 tokens" else."""
+    value = row[key]
+    return dollars(float(value)) if row.get("unit") == "usd" else f"{int(value):,} tokens"
+
+
+def dollars(v: float) -> str:
+    """$1,234 / $12.35 / $0.0123: three significant digits below a dollar."""
+    if v >= 100:
+        return f"${v:,.0f}"
+    return f"${v:,.2f}" if v >= 1 else f"${v:.3g}"
+
+
 def _quota_table(rows: Sequence[Mapping[str, Any]]) -> str:
     head = "".join(
         f"<th{' class=k' if c in ('team', 'period', 'when', 'level') else ''}>{c}</th>"
         for c in ("team", "period", "when", "used", "limit", "share", "level")
     )
     body = "".join(
-        f'<tr><td class="k">{escape(r["team"])}</td><td class="k">{r["period"]}</td>'
-        f'<td class="k">{escape(r["when"])}</td><td>{r["used"]:,}</td><td>{r["limit"]:,}</td>'
+        f'<tr><td class="k">{escape(r["team"])}</td><td class="k">{_period(r)}</td>'
+        f'<td class="k">{escape(r["when"])}</td><td>{_amount(r, "used")}</td>'
+        f"<td>{_amount(r, 'limit')}</td>"
         f'<td>{r["share"]:.1%}</td><td class="k">{escape(r["level"])}</td></tr>'
         for r in rows
     )

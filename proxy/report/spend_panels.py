@@ -19,15 +19,8 @@ from proxy.report.html import (
     stacked_per_day,
     y_grid,
 )
-from proxy.report.panels import no_data_chart, svg_frame
+from proxy.report.panels import dollars, no_data_chart, svg_frame
 from proxy.report.tally import Spend
-
-
-def dollars(v: float) -> str:
-    """$1,234 / $12.35 / $0.0123: three significant digits below a dollar."""
-    if v >= 100:
-        return f"${v:,.0f}"
-    return f"${v:,.2f}" if v >= 1 else f"${v:.3g}"
 
 
 def _by_team(spend: Mapping[tuple[str, str], Spend]) -> dict[str, Spend]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+MICRO = 1_000_000  # dollar quotas are tallied in millionths, like the spend book
 MAX_KINDS = 30  # error kinds kept per team; a log full of odd codes cannot grow this
 KIND_CHARS = 60  # an error code longer than this is cut (codes are short identifiers)
 _RANK = {"normal": 0, "warning": 1, "critical": 2}
@@ -42,8 +43,9 @@ class Spend:
 
 @dataclass(slots=True)
 class Tally:
-    # (team, period, UTC day or month) -> that period's peak
-    quota: dict[tuple[str, str, str], QuotaPeak] = field(default_factory=dict)
+    # (team, unit, period, UTC day or month) -> that period's peak; unit "tokens" or "usd"
+    # (dollar quotas, counted here in millionths of a dollar)
+    quota: dict[tuple[str, str, str, str], QuotaPeak] = field(default_factory=dict)
     errors: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> kind -> count
     spend: dict[tuple[str, str], Spend] = field(default_factory=dict)  # (team, UTC day)
 
@@ -61,12 +63,19 @@ class Tally:
             spend.saved += saved
 
     def add_quota(
-        self, team: str, day: str, used: int, limit: int, level: str, period: str | None = None
+        self,
+        team: str,
+        day: str,
+        used: int,
+        limit: int,
+        level: str,
+        period: str | None = None,
+        unit: str = "tokens",
     ) -> None:
         """A row's quota figures, under the period they are of: a month's row under its
         month, a day's under its day; a row that does not say (older logs) under "quota",
         by day, never folded into a month it may not have had."""
-        key = (team, period or "quota", day[:7] if period == "month" else day)
+        key = (team, unit, period or "quota", day[:7] if period == "month" else day)
         peak = self.quota.get(key)
         if peak is None:
             self.quota[key] = QuotaPeak(used, limit, level)
@@ -82,23 +91,29 @@ class Tally:
         kinds[kind] = kinds.get(kind, 0) + 1
 
     def quota_rows(self) -> list[dict[str, Any]]:
-        """Per team and configured period: the peak of its newest day or month, used vs
-        limit. Only quotas the rows were charged against appear: none is made up."""
-        newest: dict[tuple[str, str], str] = {}
-        for team, period, when in self.quota:
-            newest[(team, period)] = max(when, newest.get((team, period), ""))
+        """Per team, unit and configured period: the peak of its newest day or month, used
+        vs limit (dollars for a dollar quota). Only quotas the rows were charged against
+        appear: none is made up."""
+        newest: dict[tuple[str, str, str], str] = {}
+        for team, unit, period, when in self.quota:
+            key = (team, unit, period)
+            newest[key] = max(when, newest.get(key, ""))
         order = {"day": 0, "month": 1, "quota": 2}
         rows = []
-        for team, period in sorted(newest, key=lambda k: (k[0], order.get(k[1], 3))):
-            when = newest[(team, period)]
-            peak = self.quota[(team, period, when)]
+        for team, unit, period in sorted(
+            newest, key=lambda k: (k[0], k[1] != "tokens", order.get(k[2], 3))
+        ):
+            when = newest[(team, unit, period)]
+            peak = self.quota[(team, unit, period, when)]
+            scale = MICRO if unit == "usd" else 1
             rows.append(
                 {
                     "team": team,
+                    "unit": unit,
                     "period": period,
                     "when": when,
-                    "used": peak.used,
-                    "limit": peak.limit,
+                    "used": peak.used / scale if scale > 1 else peak.used,
+                    "limit": peak.limit / scale if scale > 1 else peak.limit,
                     "share": round(peak.share, 4),
                     "level": peak.level,
                 }

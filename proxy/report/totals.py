@@ -20,7 +20,7 @@ from proxy.report.options import GROUP_KEYS, add_report_arguments, parse_since
 __all__ = ["GROUP_KEYS", "add_report_arguments", "aggregate", "parse_since", "report_main", "run"]
 from proxy.report.panels import render as render_panels
 from proxy.report.spend_panels import render as render_spend
-from proxy.report.tally import Tally, error_kind
+from proxy.report.tally import MICRO, Tally, error_kind
 
 UTIL_BIN = 0.05  # utilization histogram bin width
 UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
@@ -154,6 +154,15 @@ def aggregate(
                 used, limit = _count(rec.get("quota_used")), _count(quota_limit)
                 quota = (used, limit, period if period in ("day", "month") else None)
                 quota_level = str(rec.get("quota_level") or "normal")
+            spend = None
+            spend_limit, spend_period = rec.get("spend_limit_usd"), rec.get("spend_period")
+            if spend_limit is not None:
+                spend = (
+                    max(0, round(_amount(rec.get("spend_usd") or 0.0) * MICRO)),
+                    max(1, round(_amount(spend_limit) * MICRO)),
+                    spend_period if spend_period in ("day", "month") else None,
+                    str(rec.get("spend_level") or "normal"),
+                )
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
             agg.skipped += 1  # a torn or hand-made line: said in the report, never fatal
             continue
@@ -194,6 +203,8 @@ def aggregate(
             agg.tally.add_error(team, kind)
         if quota is not None:
             agg.tally.add_quota(team, day, quota[0], quota[1], quota_level, quota[2])
+        if spend is not None:
+            agg.tally.add_quota(team, day, spend[0], spend[1], spend[3], spend[2], "usd")
         agg.lines += 1
     return agg
 

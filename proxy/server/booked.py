@@ -1,5 +1,6 @@
-"""What follows a usage row: the count calibration an estimated model's answer feeds, the
-team's spend (its dollar quotas), and the request's trace, ended with the row's figures."""
+"""Around a usage row: the team's spend charged before it is written (its dollar quotas);
+after it, the count calibration an estimated model's answer feeds, the spend thresholds, and
+the request's trace, ended with the row's figures."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from proxy.server.services import Services
     from proxy.telemetry import RequestTrace
     from proxy.usage import UsageRecord
+    from proxy.usage.quotas import QuotaStatus
 
 log = logging.getLogger("context_proxy.requests")
 
@@ -42,8 +44,13 @@ def after_booking(ex: Booked, services: Services, record: UsageRecord, model_lab
         )
         if moved is not None:
             services.metrics.count_factor.labels(model_label).set(moved)
-    if record.cost_usd is not None and record.cost_usd > 0 and ex.policy is not None:
-        spent_on(services, ex.policy, record)
+    limit, spent = record.spend_limit_usd, record.spend_usd
+    if limit and spent is not None:
+        share = spent / limit
+        if services.thresholds.observe(
+            record.team, record.model, record.spend_level, share, source="spend"
+        ):
+            services.metrics.threshold_event(record.team, record.spend_level.value, "spend")
     if ex.trace is not None:
         try:
             ex.trace.end(record, ex.upstream_started, ex.upstream_ended, ex.ended)
@@ -52,15 +59,21 @@ def after_booking(ex: Booked, services: Services, record: UsageRecord, model_lab
         ex.trace = None
 
 
-def spent_on(services: Services, policy: Policy, record: UsageRecord) -> None:
-    """Charge the row's cost to the team's spend; with dollar quotas, a crossing of their
-    thresholds is logged and counted like a token quota's (source "spend")."""
-    services.spend.add(record.team, round((record.cost_usd or 0.0) * MICRO))
-    quotas = policy.quotas
-    if quotas.daily_usd is None and quotas.monthly_usd is None:
-        return
-    spent = services.spend.status(record.team, quotas.in_micro_usd(), policy.thresholds)
-    if spent.limit and services.thresholds.observe(
-        record.team, record.model, spent.level, spent.used / spent.limit, source="spend"
-    ):
-        services.metrics.threshold_event(record.team, spent.level.value, "spend")
+def charge_spend(
+    services: Services, policy: Policy | None, team: str, cost: float | None
+) -> QuotaStatus | None:
+    """Charge a row's cost to the team's spend (before the row is written, so the row says
+    where the team stands); with dollar quotas, the period nearest its limit, else None."""
+    if policy is None:
+        return None
+    try:
+        if cost is not None and cost > 0:
+            services.spend.add(team, round(cost * MICRO))
+        quotas = policy.quotas
+        if quotas.daily_usd is None and quotas.monthly_usd is None:
+            return None
+        spent = services.spend.status(team, quotas.in_micro_usd(), policy.thresholds)
+    except Exception:  # the row is written whatever the spend book does
+        log.exception("charging the team's spend failed")
+        return None
+    return spent if spent.limit else None

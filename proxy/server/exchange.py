@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from proxy.server.booked import after_booking
+from proxy.policy.model import MICRO
+from proxy.server.booked import after_booking, charge_spend
 from proxy.server.request_ids import new_request_id
 from proxy.server.responses import header_value
 from proxy.tokens import policy_model, request_cost, trim_savings
@@ -207,6 +208,7 @@ class Exchange:
             # Trimming saved only on a request the upstream served: one it never answered
             # would have cost nothing untrimmed either.
             saved = trim_savings(prices, tokens_before - tokens_after) if answered else 0.0
+        spent = charge_spend(services, policy, team, cost)
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.
         record = UsageRecord(
@@ -243,6 +245,10 @@ class Exchange:
             cost,  # cost_usd
             saved,  # saved_usd
             quota.period if quota and quota.limit is not None else None,  # quota_period
+            None if spent is None else (spent.used / MICRO),  # spend_usd
+            None if spent is None or spent.limit is None else spent.limit / MICRO,
+            Level.NORMAL if spent is None else spent.level,  # spend_level
+            None if spent is None else spent.period,  # spend_period
         )
         services.usage.write(record)
         after_booking(self, services, record, self._model_label(services, status))

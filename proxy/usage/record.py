@@ -67,6 +67,12 @@ class UsageRecord:
     cost_usd: float | None = None  # uncached prompt + cached prompt (cached price) + completion
     saved_usd: float | None = None  # prompt tokens trimming removed, at the input price
     quota_period: str | None = None  # "day" or "month": the quota quota_used/limit are of
+    # With dollar quotas (`quotas.daily_usd` / `monthly_usd`): the team's spend in the period
+    # nearest its limit, after this row, against that limit; None without dollar quotas.
+    spend_usd: float | None = None
+    spend_limit_usd: float | None = None
+    spend_level: Level = Level.NORMAL
+    spend_period: str | None = None  # "day" or "month"
 
     def to_json_line(self) -> bytes:
         """The record as one JSON line ending in a newline (orjson handles slots and enums)."""

@@ -43,7 +43,7 @@ def main() -> None:
     (folder / "default.yaml").write_text("")
     policy = PolicyStore.load(str(folder)).current.default
     services: Any = SimpleNamespace(
-        quotas=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
+        quotas=QuotaBook(), spend=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
         windows=ContextWindows(), usage=Sink(), books=Books(),
     )  # fmt: skip
     outcome = SimpleNamespace(

@@ -152,6 +152,7 @@ def run() -> dict[str, Any]:
             body = make()
             statuses: list[int] = []
             began = time.perf_counter()
+
             def send(route: str = route, body: bytes = body, got: list[int] = statuses) -> None:
                 got.append(post(port, route, body)[0])
 

@@ -116,6 +116,39 @@ def test_a_daily_quota_never_shows_as_a_monthly_one(tmp_path: Path) -> None:
     ]
 
 
+def test_the_quota_panel_shows_spend_against_dollar_quotas(tmp_path: Path) -> None:
+    def spend(
+        ts: str, team: str, used: float, limit: float, level: str, period: str
+    ) -> dict[str, Any]:
+        return {"ts": ts, "team": team, "model": "m", "status": 200, "total_tokens": 1,
+                "cost_usd": 0.01, "spend_usd": used, "spend_limit_usd": limit,
+                "spend_level": level, "spend_period": period}  # fmt: skip
+
+    recs = [
+        spend("2026-11-02T09:00:00Z", "ops", 41.5, 50.0, "warning", "day"),
+        spend("2026-11-02T10:00:00Z", "ops", 46.25, 50.0, "critical", "day"),
+        spend("2026-11-02T11:00:00Z", "lab", 120.0, 1000.0, "normal", "month"),
+        {**quota_rec("2026-11-02T11:00:00Z", "lab", 800, 1000, "warning")},
+    ]
+    rows = aggregate((orjson.dumps(r) for r in recs), ["team"]).tally.quota_rows()
+    assert [
+        (r["team"], r["unit"], r["period"], r["when"], r["used"], r["limit"], r["level"])
+        for r in rows
+    ] == [
+        ("lab", "tokens", "day", "2026-11-02", 800, 1000, "warning"),
+        ("lab", "usd", "month", "2026-11", 120.0, 1000.0, "normal"),
+        ("ops", "usd", "day", "2026-11-02", 46.25, 50.0, "critical"),
+    ]
+    html = render(tmp_path, recs)
+    table = html[html.index('<table id="quota">') :]
+    table = table[: table.index("</table>")]
+    assert "$46.25" in table and "$50.00" in table and "92.5%" in table
+    assert "day $" in table and "month $" in table and "$1,000" in table
+    assert "800 tokens" in table
+    chart = html[html.index('id="chart-quota"') :]
+    assert "ops · day $" in chart[: chart.index("</svg>")]
+
+
 def test_utilization_overflow_is_labelled_with_its_count_and_max(tmp_path: Path) -> None:
     utils = [0.2, 0.5, 0.85, 1.49, 1.5, 2.0, 3.7]
     recs = [

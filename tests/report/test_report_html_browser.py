@@ -7,6 +7,7 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -174,11 +175,30 @@ def cut_off(chromium: str, page: Path, tmp: Path) -> list[str]:
     return [name for name in found.group(1).split(",") if name]
 
 
-@pytest.mark.parametrize("days", [1, 30])
-def test_nothing_is_cut_off_at_1400_px(tmp_path: Path, chromium: str, days: int) -> None:
-    """The team lead's window: every table and chart fits, one day of data or thirty."""
+def with_quotas(record: dict[str, Any], quotas: str) -> dict[str, Any]:
+    """The row as a team with token quotas (as made), none, or dollar quotas would log it."""
+    if quotas == "tokens":
+        return record
+    bare = {**record, "quota_limit": None, "quota_used": 0, "quota_level": "normal"}
+    if quotas == "none" or record["team"] == "default":
+        return bare
+    limit = 40.0 if record["team"] == "research" else 900.0  # a day's and a month's
+    used = limit * (record["quota_used"] % 1_200_000) / 1_200_000
+    level = "critical" if used >= 0.9 * limit else "warning" if used >= 0.8 * limit else "normal"
+    return {**bare, "spend_usd": round(used, 6), "spend_limit_usd": limit, "spend_level": level,
+            "spend_period": "day" if record["team"] == "research" else "month"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("days", "quotas"), [(1, "tokens"), (30, "tokens"), (30, "none"), (1, "usd"), (30, "usd")]
+)
+def test_nothing_is_cut_off_at_1400_px(
+    tmp_path: Path, chromium: str, days: int, quotas: str
+) -> None:
+    """The team lead's window: every table and chart fits, one day of data or thirty,
+    with token quotas, dollar quotas or none."""
     log, page = tmp_path / "usage.jsonl", tmp_path / "report.html"
-    records = make_log(log, 3000, garbage=False)
+    records = [with_quotas(r, quotas) for r in make_log(log, 3000, garbage=False)]
     first = records[0]["ts"][:10]
     if days == 1:  # the same rows, all on one day
         log.write_bytes(b"".join(
@@ -191,3 +211,15 @@ def test_nothing_is_cut_off_at_1400_px(tmp_path: Path, chromium: str, days: int)
         report_main(str(log), ["team", "model"], html=str(page), out=str(tmp_path / "t.txt")) == 0
     )
     assert cut_off(chromium, page, tmp_path) == []
+    html = page.read_text()
+    quota_section = html[html.index("<h2>Quota</h2>") : html.index("<h2>Errors by kind</h2>")]
+    if quotas == "none":
+        assert "no quota limits recorded" in quota_section and 'id="quota"' not in quota_section
+    elif quotas == "usd":
+        assert (
+            "day $" in quota_section
+            and "month $" in quota_section
+            and " tokens" not in (quota_section[quota_section.index('<table id="quota">') :])
+        )
+    else:
+        assert "day $" not in quota_section and " tokens" in quota_section

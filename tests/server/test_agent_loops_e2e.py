@@ -46,7 +46,10 @@ def loop(proxy: RunningProxy, stream: bool) -> tuple[list[dict[str, Any]], list[
     for _ in range(40):
         if stream:
             raw = client.chat.completions.with_raw_response.create(
-                model="gpt-4o", messages=messages, tools=TOOLS, stream=True  # type: ignore[arg-type]
+                model="gpt-4o",
+                messages=messages,
+                tools=TOOLS,
+                stream=True,  # type: ignore[arg-type]
             )
             after.append(int(raw.headers["x-context-tokens-after"]))
             calls: dict[int, dict[str, Any]] = {}
@@ -66,7 +69,9 @@ def loop(proxy: RunningProxy, stream: bool) -> tuple[list[dict[str, Any]], list[
                     for _, c in sorted(calls.items())]  # fmt: skip
         else:
             raw = client.chat.completions.with_raw_response.create(
-                model="gpt-4o", messages=messages, tools=TOOLS  # type: ignore[arg-type]
+                model="gpt-4o",
+                messages=messages,
+                tools=TOOLS,  # type: ignore[arg-type]
             )
             after.append(int(raw.headers["x-context-tokens-after"]))
             message = raw.parse().choices[0].message
@@ -107,7 +112,9 @@ def test_an_sdk_tool_loop_is_trimmed_inside_the_loop(
     assert answer == "Done after 12 steps."
     assert len(messages) == 2 + 12 * 3  # the client kept everything; the proxy trimmed
     assert all(a <= BUDGET for a in after)
-    forwarded = [r.json()["messages"] for r in upstream.requests if r.path.endswith("/chat/completions")]
+    forwarded = [
+        r.json()["messages"] for r in upstream.requests if r.path.endswith("/chat/completions")
+    ]
     assert len(forwarded) == 13
     trimmed = [f for f, sent in zip(forwarded, range(13), strict=True) if len(f) < 2 + 3 * sent]
     assert len(trimmed) >= 4  # over the budget step after step
@@ -127,7 +134,6 @@ def test_an_sdk_request_whose_required_parts_overflow_is_refused_as_too_long(
         client.chat.completions.create(model="gpt-4o", messages=huge, tools=TOOLS)  # type: ignore[arg-type]
     assert refused.value.code == "context_length_exceeded"
     assert not upstream.requests
-
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
@@ -185,7 +191,9 @@ def test_the_agents_sdk_runs_a_long_tool_loop_through_the_proxy(
             assert sent["instructions"] == SETUP[0]["content"]
             assert sent["input"][0]["content"] == SETUP[1]["content"]  # the task, kept
     else:
-        for f in (r.json()["messages"] for r in upstream.requests if r.path.endswith("/completions")):
+        for f in (
+            r.json()["messages"] for r in upstream.requests if r.path.endswith("/completions")
+        ):
             assert f[0]["content"] == SETUP[0]["content"] and f[1]["content"] == SETUP[1]["content"]
             assert paired(f)
 

@@ -36,7 +36,7 @@ def services_for(tmp_path: Path, policy_text: str = "") -> Any:
     (tmp_path / "default.yaml").write_text(policy_text)
     policy = PolicyStore.load(str(tmp_path)).current.default
     services = SimpleNamespace(
-        quotas=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
+        quotas=QuotaBook(), spend=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
         windows=ContextWindows(), usage=Sink(), books=Books(),
     )  # fmt: skip
     return services, policy

@@ -202,7 +202,11 @@ item = st.one_of(
                 st.lists(
                     st.one_of(
                         st.fixed_dictionaries(
-                            {"type": st.one_of(st.sampled_from(["input_text", "output_text"]), odd)},
+                            {
+                                "type": st.one_of(
+                                    st.sampled_from(["input_text", "output_text"]), odd
+                                )
+                            },
                             optional={"text": st.one_of(tag_text, odd)},
                         ),
                         st.just({}),

@@ -71,7 +71,9 @@ def test_a_role_or_part_type_of_the_wrong_type_is_not_a_500(
 
 def long_chat(extra: dict[str, Any]) -> dict[str, Any]:
     """A chat over its budget (so that the body is rewritten), one message carrying `extra`."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "word " * 3000} for _ in range(60)]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "word " * 3000} for _ in range(60)
+    ]
     messages.append({"role": "user", "content": "now", **extra})
     return {"model": "gpt-4o-mini", "messages": messages}
 
@@ -114,7 +116,11 @@ def _deep_json(value: Any) -> bytes:
     """JSON past orjson's writing depth (254 levels, not past Python's recursion limit),
     written by hand."""
     if isinstance(value, dict):
-        return b"{" + b",".join(orjson.dumps(k) + b":" + _deep_json(v) for k, v in value.items()) + b"}"
+        return (
+            b"{"
+            + b",".join(orjson.dumps(k) + b":" + _deep_json(v) for k, v in value.items())
+            + b"}"
+        )
     if isinstance(value, list):
         return b"[" + b",".join(_deep_json(v) for v in value) + b"]"
     return orjson.dumps(value)

@@ -59,7 +59,9 @@ def test_a_key_reaches_no_route_its_policy_does_not_list(
 def test_the_default_routes_and_the_listed_ones_are_forwarded(
     start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
 ) -> None:
-    keyed(policies_dir, 'passthrough: ["GET /v1/models", "GET /v1/files*", "POST /v1/embeddings"]\n')
+    keyed(
+        policies_dir, 'passthrough: ["GET /v1/models", "GET /v1/files*", "POST /v1/embeddings"]\n'
+    )
     proxy = start_proxy()
     assert httpx.get(proxy.url + "/v1/models", headers=AUTH).status_code == 200
     assert httpx.get(proxy.url + "/v1/files?limit=1", headers=AUTH).status_code == 200
@@ -137,7 +139,9 @@ def test_impossible_usage_is_not_booked_as_reported(
     proxy = start_proxy()
     upstream.mode = "negative_usage"
     chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi there"}]}
-    assert httpx.post(proxy.url + "/v1/chat/completions", headers=AUTH, json=chat).status_code == 200
+    assert (
+        httpx.post(proxy.url + "/v1/chat/completions", headers=AUTH, json=chat).status_code == 200
+    )
     (row,) = usage_rows(proxy)
     assert row["usage_source"] == "estimated"
     assert row["prompt_tokens"] > 0 and row["quota_used"] > 0

@@ -88,7 +88,9 @@ def test_key_depends_on_content_and_summarizer_settings() -> None:
     assert chunk_spans(messages, 4, settings_tag("team-a", up, "gpt-4o", 256))[0].key != key
     # Whose it is: another team, or the same team through another upstream, never shares it.
     assert chunk_spans(messages, 4, settings_tag("team-b", up, "gpt-4o", 512))[0].key != key
-    assert chunk_spans(messages, 4, settings_tag("team-a", "http://x/v1", "gpt-4o", 512))[0].key != key
+    assert (
+        chunk_spans(messages, 4, settings_tag("team-a", "http://x/v1", "gpt-4o", 512))[0].key != key
+    )
     # Fields are length-prefixed: moving a character from one to the next changes the key.
     assert settings_tag("ab", "c", "m", 1) != settings_tag("a", "bc", "m", 1)
     changed = [dict(m) for m in messages]

@@ -28,7 +28,7 @@ class Sink:
 @pytest.fixture
 def services(tmp_path: Path) -> Any:
     return SimpleNamespace(
-        quotas=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
+        quotas=QuotaBook(), spend=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
         windows=ContextWindows(), usage=Sink(), books=Books(),
     )  # fmt: skip
 
@@ -62,7 +62,8 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
         "quota_used": 5200, "quota_limit": 100000, "quota_level": Level.NORMAL, "quota_period": "day",
         "error": "odd_error", "kind": "responses", "policy": policy.name, "cached_tokens": 4096,
         "api": "responses", "saved_usd": pytest.approx(1300 * 2.5e-06),
-        "cost_usd": pytest.approx(cost),
+        "cost_usd": pytest.approx(cost), "spend_usd": None, "spend_limit_usd": None,
+        "spend_level": Level.NORMAL, "spend_period": None,
     }  # fmt: skip
     names = [f.name for f in fields(UsageRecord)]
     assert set(names) == {*expected, "ts", "latency_ms", "upstream_ms"}
@@ -80,3 +81,26 @@ def test_a_request_refused_before_planning_has_an_empty_row(services: Any) -> No
     assert row.context_window is None and row.budget is None and row.tokens_before == 0
     assert row.quota_limit is None and row.quota_level is Level.NORMAL
     assert row.cost_usd is None and row.cached_tokens is None and row.upstream_ms is None
+
+
+def test_a_row_says_where_the_team_stands_against_its_dollar_quota(
+    tmp_path: Path, services: Any
+) -> None:
+    """The row is written after its cost is charged: spend_usd includes this request."""
+    (tmp_path / "ops.yaml").write_text(
+        "team: ops\nquotas: {daily_usd: 0.05, monthly_usd: 10}\n"
+        "thresholds: {warning: 0.5, critical: 0.9}\n"
+    )
+    policy = PolicyStore.load(str(tmp_path)).current.by_team("ops")
+    costs = []
+    for i in range(2):
+        ex = Exchange(f"req_{i}", policy=policy, model="gpt-4o")
+        ex.take_usage({"prompt_tokens": 5000, "completion_tokens": 1000})
+        ex.finish(services, 200)
+        costs.append(services.usage.rows[-1].cost_usd)
+    first, second = services.usage.rows
+    assert costs[0] == pytest.approx(5000 * 2.5e-06 + 1000 * 1e-05)
+    assert first.spend_usd == pytest.approx(costs[0], abs=1e-6)
+    assert second.spend_usd == pytest.approx(costs[0] + costs[1], abs=1e-6)
+    assert (first.spend_period, first.spend_limit_usd) == ("day", 0.05)  # nearer its limit
+    assert first.spend_level is Level.NORMAL and second.spend_level is Level.CRITICAL

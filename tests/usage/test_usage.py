@@ -58,6 +58,10 @@ def test_record_is_one_json_line_with_the_contract_fields() -> None:
         "cost_usd",
         "saved_usd",
         "quota_period",
+        "spend_usd",
+        "spend_limit_usd",
+        "spend_level",
+        "spend_period",
     ]
     assert [f.name for f in fields(UsageRecord)] == list(obj)
     assert obj["level"] == "warning" and obj["quota_level"] == "critical"

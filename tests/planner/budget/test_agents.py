@@ -256,9 +256,7 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
     except ContextLengthExceeded:
         # Refused only when the setup (system, task) and the current turn alone are over.
         layout = build_layout(msgs, policy)
-        required = [
-            m for i, m in enumerate(msgs) if layout.in_current(i) or i < layout.setup_end
-        ]
+        required = [m for i, m in enumerate(msgs) if layout.in_current(i) or i < layout.setup_end]
         assert sum(WORDS.count_message(m) for m in required) + 3 > window
         return
     fwd = out.body["messages"]

@@ -162,8 +162,10 @@ def _chat_now(asked: str, context: str = "") -> Now:
 def _order(texts: list[str], asked: str | None, context: str = "", neighbors: int = 0) -> list[int]:
     """Each text's place in keep order, as units of equal cost."""
     n = len(texts)
-    values = [0.0] * n if asked is None else worth(
-        texts, [10] * n, [0] * n, _chat_now(asked, context), None
+    values = (
+        [0.0] * n
+        if asked is None
+        else worth(texts, [10] * n, [0] * n, _chat_now(asked, context), None)
     )
     order = keep_order(values, list(range(n)), neighbors)
     rank = [0] * n

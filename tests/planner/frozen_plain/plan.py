@@ -80,7 +80,7 @@ def plan_plain(
             if i < chat.setup and chat.roles[i] == "user":
                 s = Section.GOAL  # the task
             by_section[s] = by_section.get(s, 0) + costs[i]
-    if sum(costs[:chat.setup]) > budget // 2:
+    if sum(costs[: chat.setup]) > budget // 2:
         return None  # a setup over half the budget: its user parts are cut
     floor = fixed + sum(by_section.values())
     if floor > budget:
@@ -88,9 +88,7 @@ def plan_plain(
     removed = repeats(chat)
     marker = tokenizer.count_text(MARKER)
     recent_room = max(0, math.floor((budget - floor) * RECENT_SHARE))
-    choices = order_choices(
-        chat, costs, removed, policy, terms, (tokenizer, marker), recent_room
-    )
+    choices = order_choices(chat, costs, removed, policy, terms, (tokenizer, marker), recent_room)
     ratio = recent.ratio
     problems: list[str] = []
     flags = [p is required for p in priority]  # kept whole: the required ones, so far

@@ -122,7 +122,10 @@ def test_defaults_by_position() -> None:
     assert by_msg[0][2:4] == ("system_prompt", "required")
     assert by_msg[1][2:4] == ("goal", "required")  # the setup: before the first answer
     assert by_msg[2][2:4] == ("recent_messages", "low")  # turn 1 of 5 earlier turns
-    assert by_msg[3][2:4] == ("recent_messages", "low")  # turn 2    assert by_msg[6][2:4] == ("recent_messages", "low")  # turn 3
+    assert by_msg[3][2:4] == (
+        "recent_messages",
+        "low",
+    )  # turn 2    assert by_msg[6][2:4] == ("recent_messages", "low")  # turn 3
     assert by_msg[7][2:4] == ("recent_messages", "high")  # turn 4: newest two
     assert by_msg[10][2:4] == ("recent_messages", "high")
     assert by_msg[11][2:4] == ("recent_messages", "required")  # the current turn
