@@ -180,6 +180,9 @@ def machine() -> dict[str, Any]:
     }
 
 
+NO_DOC = "CONTEXT_PROXY_BENCH_NO_DOC"
+
+
 def write_doc_section(
     doc: Path, marks: tuple[str, str], heading: str, command: str, body: str
 ) -> None:
