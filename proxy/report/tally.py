@@ -126,3 +126,45 @@ def error_kind(status: int, error: Any) -> str | None:
     if error is not None:
         return str(error)[:KIND_CHARS] or "error"
     return f"http_{status}" if status >= 400 else None
+
+
+_MAX_COUNT = 1 << 53  # past what a float adds exactly: no usage row holds as many tokens
+_PERIODS = ("day", "month")
+
+
+def count_field(value: Any) -> int:
+    """A row's token count or status: a whole number in [0, 2^53] (absent: 0)."""
+    if value is None:
+        return 0
+    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+        raise ValueError("count")
+    return value
+
+
+def amount_field(value: Any) -> float:
+    """A row's dollars, milliseconds or ratio: a finite number, well inside a float."""
+    if type(value) not in (int, float) or not abs(value) < 1e15:  # also NaN, inf
+        raise ValueError("amount")
+    return float(value)
+
+
+def quota_readings(rec: dict[str, Any]) -> list[tuple[int, int, str, str | None, str]]:
+    """A row's quota figures: (used, limit, level, period, unit) for its token quota and
+    its dollar quota (in millionths), those it has; ValueError for a malformed one."""
+    out: list[tuple[int, int, str, str | None, str]] = []
+    limit, period = rec.get("quota_limit"), rec.get("quota_period")
+    if limit is not None:
+        out.append((
+            count_field(rec.get("quota_used")), count_field(limit),
+            str(rec.get("quota_level") or "normal"),
+            period if period in _PERIODS else None, "tokens",
+        ))  # fmt: skip
+    limit, period = rec.get("spend_limit_usd"), rec.get("spend_period")
+    if limit is not None:
+        out.append((
+            max(0, round(amount_field(rec.get("spend_usd") or 0.0) * MICRO)),
+            max(1, round(amount_field(limit) * MICRO)),
+            str(rec.get("spend_level") or "normal"),
+            period if period in _PERIODS else None, "usd",
+        ))  # fmt: skip
+    return out

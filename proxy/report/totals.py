@@ -20,7 +20,9 @@ from proxy.report.options import GROUP_KEYS, add_report_arguments, parse_since
 __all__ = ["GROUP_KEYS", "add_report_arguments", "aggregate", "parse_since", "report_main", "run"]
 from proxy.report.panels import render as render_panels
 from proxy.report.spend_panels import render as render_spend
-from proxy.report.tally import MICRO, Tally, error_kind
+from proxy.report.tally import Tally, error_kind, quota_readings
+from proxy.report.tally import amount_field as _amount
+from proxy.report.tally import count_field as _count
 
 UTIL_BIN = 0.05  # utilization histogram bin width
 UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
@@ -148,21 +150,7 @@ def aggregate(
             if level not in _LEVELS:
                 raise ValueError("level")
             kind = error_kind(status, rec.get("error"))
-            quota_limit, period = rec.get("quota_limit"), rec.get("quota_period")
-            quota = None
-            if quota_limit is not None:
-                used, limit = _count(rec.get("quota_used")), _count(quota_limit)
-                quota = (used, limit, period if period in ("day", "month") else None)
-                quota_level = str(rec.get("quota_level") or "normal")
-            spend = None
-            spend_limit, spend_period = rec.get("spend_limit_usd"), rec.get("spend_period")
-            if spend_limit is not None:
-                spend = (
-                    max(0, round(_amount(rec.get("spend_usd") or 0.0) * MICRO)),
-                    max(1, round(_amount(spend_limit) * MICRO)),
-                    spend_period if spend_period in ("day", "month") else None,
-                    str(rec.get("spend_level") or "normal"),
-                )
+            quotas = quota_readings(rec)
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, AttributeError):
             agg.skipped += 1  # a torn or hand-made line: said in the report, never fatal
             continue
@@ -201,33 +189,14 @@ def aggregate(
             agg.util_max = max(agg.util_max, util)
         if kind is not None:
             agg.tally.add_error(team, kind)
-        if quota is not None:
-            agg.tally.add_quota(team, day, quota[0], quota[1], quota_level, quota[2])
-        if spend is not None:
-            agg.tally.add_quota(team, day, spend[0], spend[1], spend[3], spend[2], "usd")
+        for used, limit, quota_level, period, unit in quotas:
+            agg.tally.add_quota(team, day, used, limit, quota_level, period, unit)
         agg.lines += 1
     return agg
 
 
 _LEVELS = (None, "normal", "warning", "critical")
 FAILED = "(failed requests)"
-_MAX_COUNT = 1 << 53  # past what a float adds exactly: no usage row holds as many tokens
-
-
-def _count(value: Any) -> int:
-    """A row's token count or status: a whole number in [0, 2^53] (absent: 0)."""
-    if value is None:
-        return 0
-    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
-        raise ValueError("count")
-    return value
-
-
-def _amount(value: Any) -> float:
-    """A row's dollars, milliseconds or ratio: a finite number, well inside a float."""
-    if type(value) not in (int, float) or not abs(value) < 1e15:  # also NaN, inf
-        raise ValueError("amount")
-    return float(value)
 
 
 def _group_value(rec: dict[str, Any], key: str, ts: str) -> str:
