@@ -575,7 +575,7 @@ def test_example_session_shows_every_action_per_request() -> None:
     assert out.tokens_before > 20_000 and out.tokens_after <= out.budget
     kinds = {it.kind for it in out.report.items}
     assert {"block", "heading", "message"} <= kinds
-    small = plan_request(example_session(), policy, tokenizer, 3000)
+    small = plan_request(example_session(), policy, tokenizer, 2000)
     assert {"summarize", "summary-inserted"} <= {it.action for it in small.report.items}
     assert small.tokens_after <= small.budget
 

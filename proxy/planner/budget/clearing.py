@@ -1,20 +1,27 @@
-"""Clearing: old tool results replaced by a placeholder naming the tool and the tokens removed.
+"""Clearing: old tool results cut to an excerpt, or replaced by a placeholder naming the tool
+and the tokens removed.
 
 The cheapest cut that keeps an agent's trail: the call and its arguments stay, so the
-request stays valid and the agent still sees what it did. Results are cleared least
-relevant to what the agent is doing now first (its newest commands; ties: the oldest
-first), from the less relevant share of the old exchanges, and only as far as the
-caller's target asks (`pick`): today just enough to fit the budget; a caller that wants
-to cut in steps passes a lower target.
+request stays valid and the agent still sees what it did. A result holding strings that
+matter (ids the conversation went on to use, strings the newest commands name) is cut to
+an excerpt of them (excerpt.py), whatever its relevance; the others, from the less
+relevant share of the old exchanges, to a placeholder. Least relevant to what the request
+is doing now first (ties: the oldest first), and only as far as the caller's target asks
+(`pick`): today just enough to fit the budget; a caller that wants to cut in steps passes
+a lower target. On the agent runs at 16k / 32k tokens (evidence recall) excerpts took
+the default from 0.847 / 0.940 to 0.858 / 0.941 (text agents 0.903 -> 0.923), tau-airline
+at 2,800 / 3,500 from 0.467 / 0.616 to 0.495 / 0.643.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from proxy.planner.budget.excerpt import excerpt, strings_to_keep, used_later
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
+from proxy.planner.history import keys_of, now_of
 from proxy.planner.parts import Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
@@ -29,6 +36,9 @@ WHOLE_SHARE = 0.5
 # fit keeps 0.52 of that evidence (4,718 results cleared over 915 requests), the less
 # relevant half 0.59 (102 cleared), no clearing 0.59; keep-newest 0.47.
 CLEAR_SHARE = 0.5
+
+
+CLEARED = "cleared: "  # the reason of a result replaced by a placeholder (not an excerpt)
 
 
 def placeholder(name: str, tokens: int) -> str:
@@ -56,8 +66,11 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
     groups = sorted(
         (c for c, keys in enumerate(choices.items) if len(keys) > 1), key=place.__getitem__
     )
+    less_relevant = set(groups[int(len(groups) * (1 - CLEAR_SHARE)) :])
+    later = used_later(layout) if groups else []
+    commands = keys_of(now_of(layout))[0] if groups else []
     found: list[tuple[tuple[int, int], Clearable]] = []
-    for c in groups[int(len(groups) * (1 - CLEAR_SHARE)) :]:  # the less relevant share
+    for c in groups:
         keys = choices.items[c]
         call = layout.stripped[layout.msg[keys[0]]]
         for key in keys:
@@ -75,11 +88,19 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
             tokens = count(layout.text[key])
             if name in policy.exclude or tokens < policy.clear_min_tokens:
                 continue
-            text = placeholder(name, tokens)
+            whole = layout.text[key]
+            strings = strings_to_keep(whole, later[i], commands)
+            text = excerpt(whole, strings, name, tokens) if strings else None
+            if text is not None:  # any old result: what it holds that matters stays
+                why = f"cut: result of {name}, {tokens:,} tokens, to the parts that matter"
+            elif c in less_relevant:
+                text = placeholder(name, tokens)
+                why = f"{CLEARED}result of {name}, {tokens:,} tokens"
+            else:
+                continue
             after = max(0, cost[key] - tokens + count(text))
             if after >= cost[key]:
                 continue
-            why = f"cleared: result of {name}, {tokens:,} tokens"
             decision = Decision(Action.CLEAR, why, text, after)
             # Kept last, cleared first; within a group the oldest result first.
             found.append(((-place[c], key), Clearable(key, cost[key] - after, decision)))
@@ -124,15 +145,16 @@ def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
     return out
 
 
-def trails_last(choices: Choices, cleared: Collection[int]) -> None:
-    """Within each rank, the exchanges kept whole come before those with a cleared result:
-    when exchanges must be dropped as well, what the agent read outlives the trail of
-    calls whose output is gone (the trail takes what room is left, in the same order)."""
+def trails_last(choices: Choices, cleared: Mapping[int, Decision]) -> None:
+    """Within each rank, the exchanges kept whole (or cut to an excerpt) come before those
+    with a cleared result: when exchanges must be dropped as well, what the agent read
+    outlives the trail of calls whose output is gone (the trail takes what room is left,
+    in the same order)."""
     if not cleared:
         return
     # Only where the order is relevance (not a run of the newest, which must stay unbroken).
     trail = [
-        not run and any(k in cleared for k in keys)
+        not run and any(k in cleared and cleared[k].reason.startswith(CLEARED) for k in keys)
         for keys, run in zip(choices.items, choices.contiguous, strict=True)
     ]
     if choices.keep is not None:

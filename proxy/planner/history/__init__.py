@@ -4,7 +4,7 @@ older turn or tool exchange is worth keeping first, and how clearly a turn asks 
 past."""
 
 from proxy.planner.history.order import now_of, query_texts
-from proxy.planner.history.rank import Now, keep_order, worth
+from proxy.planner.history.rank import Now, keep_order, keys_of, worth
 from proxy.planner.history.recall import (
     RECALL_ROLE,
     exchange_lines,
@@ -33,6 +33,7 @@ __all__ = [
     "dedupe",
     "exchange_lines",
     "keep_order",
+    "keys_of",
     "may_repeat",
     "now_of",
     "query_texts",
