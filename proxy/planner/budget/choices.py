@@ -194,10 +194,12 @@ def _cuttable(state: PlanState, keys: tuple[int, ...]) -> int | None:
     return key if overflow is Overflow.TRUNCATE else None
 
 
-# The newest of the newest turns (the message the user answers) holds up to this many
-# times the room the others share: what the user replies to stays, even when long (a list
-# of options); on tau-airline it is forwarded in 71% of trimmed requests (46% without).
+# The newest two of the newest turns (the message the user answers, and what it answered)
+# hold up to this many times the room the others share: what the user replies to stays,
+# even when long (a list of options); on tau-airline it is forwarded in 71% of trimmed
+# requests (46% without).
 NEWEST_FACTOR = 2.5
+NEWEST_UNITS = 2
 
 
 def _cap_recent(state: PlanState, choices: Choices) -> None:
@@ -217,7 +219,7 @@ def _cap_recent(state: PlanState, choices: Choices) -> None:
     msg, items = state.layout.msg, choices.items
     for n, c in enumerate(sorted(runs, key=lambda c: -msg[items[c][0]])):  # the newest first
         used += choices.cost[c]
-        if used > (room if n else room * NEWEST_FACTOR):
+        if used > (room if n >= NEWEST_UNITS else room * NEWEST_FACTOR):
             rank[c] = low
             moved = True
     if moved and choices.keep is not None:  # keep order: by rank, newest first within one

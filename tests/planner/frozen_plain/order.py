@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.planner.budget.choices import NEWEST_FACTOR
+from proxy.planner.budget.choices import NEWEST_FACTOR, NEWEST_UNITS
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS
 from proxy.planner.history import Now, keep_order, worth
 from proxy.policy import Policy
@@ -68,7 +68,7 @@ def order_choices(
     used = 0
     for k, i in enumerate(recent):  # newest first: those past the room join the older
         used += sum(costs[m] for m in members[i]) if i in members else costs[i]
-        if used > (recent_room * NEWEST_FACTOR if k == 0 else recent_room):
+        if used > (recent_room * NEWEST_FACTOR if k < NEWEST_UNITS else recent_room):
             older = sorted(older + recent[k:])
             recent = recent[:k]
             break
