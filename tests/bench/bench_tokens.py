@@ -1,7 +1,7 @@
 """Benchmark: counting a 128k-token, 600-message conversation, cold and on the next turn.
 
 Run: /work/venv/bin/python tests/bench/bench_tokens.py
-Targets (issue 3): a cold count within 1.3x of raw tiktoken over the same text; the next
+Targets: a cold count within 1.3x of raw tiktoken over the same text; the next
 turn (same history, re-parsed, plus 2 new messages) under 2 ms.
 Each request body is re-parsed from JSON, as the proxy sees it: no string object is reused.
 """

@@ -10,7 +10,7 @@ plus an answer and a new question, the counter warm), each also with the JSON pa
 re-encode around it. Over HTTP, a fresh proxy in front of the fast fake upstream: the very
 first request (it loads o200k), a cold conversation after a warm-up, then next turns;
 each also sent straight to the upstream, and the proxy's own time read from its usage
-log (latency_ms - upstream_ms). Targets (issue 8): cold within 1.5x of the raw pass,
+log (latency_ms - upstream_ms). Targets: cold within 1.5x of the raw pass,
 next turn under 5 ms end to end. Writes tests/bench/results/trim.json.
 """
 

@@ -29,7 +29,7 @@ from proxy.types import Tokenizer
 from tests.planner.chat_strategies import REAL, VOCAB, WORDS, plain_chats, policies
 from tests.planner.frozen_plain.facade import plan_lean
 
-# The tool behaviour before issue 18: every exchange after the last user message required,
+# The tool behaviour of the frozen path: every exchange after the last user message required,
 # nothing cleared.
 OLD_TOOLS = ToolsPolicy(keep_recent=10**9, clear=False)
 # The lean path planned per request: compared with cache-stable cuts off.
@@ -101,7 +101,7 @@ def test_planner_decides_as_the_old_lean_path(
     if tools:
         body["tools"] = [{"type": "function", "function": {"name": "f"}}]
     if any(m.get("role") in ("tool", "function") for m in msgs):
-        # Tool exchanges are where issue 18 changed behaviour (agent history, clearing of
+        # Tool exchanges are where the planner moved on (agent history, clearing of
         # old results): compared with those off. Chat without tool results: as drawn.
         policy = replace(policy, tools=OLD_TOOLS)
     lean = frozen(body, policy, tokenizer, window, extra)

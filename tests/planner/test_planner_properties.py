@@ -242,7 +242,7 @@ def check(
     for i, m in enumerate(msgs):
         role = m.get("role") if isinstance(m, dict) else None
         # A system message tagged with a section or priority of its own is not required
-        # (issue 18): tags mean what they say; agent history is not the current turn.
+        # tags mean what they say; agent history is not the current turn.
         if (
             (
                 (role in ("system", "developer") and not _own_tag(m))

@@ -1,4 +1,4 @@
-"""The `tools` policy keys (issue 18): defaults, values, and FILE:LINE errors."""
+"""The `tools` policy keys: defaults, values, and FILE:LINE errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hot path (issue 16): request ids without a syscall, pre-encoded x-context headers, a
+"""Hot path: request ids without a syscall, pre-encoded x-context headers, a
 disconnect listener armed only for slow answers, plain upstream calls without per-read
 timers; each keeping what the client sees."""
 

@@ -1,4 +1,4 @@
-"""Hot path (issue 16): a body without tools costs the priming alone, known without a walk;
+"""Hot path: a body without tools costs the priming alone, known without a walk;
 a model's name variants are made once, not on each of a request's two lookups."""
 
 from __future__ import annotations

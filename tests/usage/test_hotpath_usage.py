@@ -1,4 +1,4 @@
-"""Hot path (issue 16): the usage writer's batched wake-ups, and per-request bookkeeping
+"""Hot path: the usage writer's batched wake-ups, and per-request bookkeeping
 without a datetime per call, each keeping what it computes."""
 
 from __future__ import annotations

@@ -275,7 +275,7 @@ async def test_a_failing_write_is_counted_retried_and_the_writer_goes_on(
     assert log.failing and log.backlog == 1
     log.write(record(2))
     await log.aclose()
-    # The failed row was kept and written with the next one, in order (issue 15).
+    # The failed row was kept and written with the next one, in order.
     got = [orjson.loads(x)["request_id"] for x in p.read_bytes().splitlines()]
     assert got == ["req-1", "req-2"] and log.dropped == 0 and not log.failing
 

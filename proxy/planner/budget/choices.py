@@ -64,7 +64,7 @@ def make_choices(state: PlanState, optional: list[bool]) -> Choices:
                 _add(state, choices, (key,), None)
                 if key in fields and fields[key].summary_of and layout.role[key] in _SYSTEM:
                     # A client's summary sent as a system message (seed 004's shape; it was
-                    # required before issue 18): what is left after the turns. LoCoMo with one
+                    # once required): what is left after the turns. LoCoMo with one
                     # summary per session as tagged system messages (40 questions, 2k):
                     # evidence recall 0.56 with summaries on their priority, 0.74 on their
                     # reservation only, 0.815 last, as without summaries (relevance picks

@@ -1,4 +1,4 @@
-"""Agents in the planner (issue 18): agent history, clearing old tool results, tags on system
+"""Agents in the planner: agent history, clearing old tool results, tags on system
 messages, and a required overflow that names what is too big."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_newest_exchanges_are_the_current_turn_older_ones_history() -> None:
 
 
 def test_agent_run_over_budget_is_answered_by_clearing_old_results() -> None:
-    """Before issue 18 every exchange after the task was required: refused with a 400."""
+    """With every exchange after the task required, this was refused with a 400."""
     msgs = run([(f"cat f{i}.py", filler(300)) for i in range(8)])
     out = plan(msgs, 1800, PER_REQUEST)
     fwd = out.body["messages"]
@@ -263,8 +263,8 @@ def test_agent_requests_fit_stay_paired_and_keep_the_current_turn(
     assert out.tokens_after <= window and paired(fwd)
     layout = build_layout(msgs, policy)
     current = [m for i, m in enumerate(msgs) if layout.in_current(i) or i < layout.setup_end]
-    # The newest exchanges alone over the budget: the older of them go whole (issue 18:
-    # every agent request answered), the newest and the task stay.
+    # The newest exchanges alone over the budget: the older of them go whole (every
+    # agent request answered), the newest and the task stay.
     over = sum(WORDS.count_message(m) for m in current) + 3 > window
     newest = max((i for i, m in enumerate(msgs) if m.get("tool_calls")), default=len(msgs))
     for i, m in enumerate(msgs):
@@ -293,7 +293,7 @@ def test_command_keys_and_agent_order() -> None:
 
 
 def test_tagged_system_summaries_never_cost_the_turns_their_room() -> None:
-    """LoCoMo's must-hold: with one summary per session sent as a tagged system message,
+    """LoCoMo with one summary per session sent as a tagged system message,
     the turns kept are those kept without the summaries (the summaries take what is left)."""
     turns: list[dict[str, Any]] = []
     for s in range(4):

@@ -1,4 +1,4 @@
-"""Agents over the budget on their newest exchanges alone (issue 18): fewer protected
+"""Agents over the budget on their newest exchanges alone: fewer protected
 exchanges, then the newest one's largest result cut head and tail, never a refusal for
 what the proxy itself protected."""
 

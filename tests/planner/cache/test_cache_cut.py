@@ -131,7 +131,7 @@ def test_step_is_the_share_below_the_watermark() -> None:
 
 
 def test_consecutive_turns_keep_the_forwarded_prefix() -> None:
-    """The fix for issue 19: today the cut moves every turn; in cache mode the next turn
+    """A per-request cut moves every turn; in cache mode the next turn
     starts with the previous turn's forwarded messages until the cut steps."""
     pol = policy(watermark=0.75)
     bodies = replay(conversation(60))

@@ -1,6 +1,6 @@
 """Scan time: tag, attribute and heading scanning and cluster settling stay linear on hostile text.
 
-Issue 15: crafted text held the event loop for seconds (13 s for 20 KB of attribute text,
+Crafted text once held the event loop for seconds (13 s for 20 KB of attribute text,
 9 s for a 20 KB heading line, 1.6 s for 25,000 unbalanced openers, seconds of settling for
 many summaries of one cluster). Each class is tested here by its shape, at 1 MB, with bounds
 generous enough for a shared 2-core machine; the old code missed them by 10x or more. The

@@ -170,7 +170,7 @@ def test_x_context(x: Any, section: str, priority: str, problems: int) -> None:
 
 def test_current_turn_stays_required_whatever_the_tag() -> None:
     """The last user message stays required whatever its tag; a system message's tag means
-    what it says (issue 18): memory at the priority the tag names."""
+    what it says: memory at the priority the tag names."""
     msgs = [
         {"role": "system", "content": "s", "x_context": {"section": "memory", "priority": "low"}},
         user("now", x_context={"priority": "low"}),
