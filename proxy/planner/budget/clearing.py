@@ -8,9 +8,11 @@ an excerpt of them (excerpt.py), whatever its relevance; the others, from the le
 relevant share of the old exchanges, to a placeholder. Least relevant to what the request
 is doing now first (ties: the oldest first), and only as far as the caller's target asks
 (`pick`): today just enough to fit the budget; a caller that wants to cut in steps passes
-a lower target. On the agent runs at 16k / 32k tokens (evidence recall) excerpts took
-the default from 0.847 / 0.940 to 0.858 / 0.941 (text agents 0.903 -> 0.923), tau-airline
-at 2,800 / 3,500 from 0.467 / 0.616 to 0.495 / 0.643.
+a lower target. Evidence recall with excerpts (and the newest turns' room, choices.py):
+the agent runs at 16k / 32k tokens 0.847 / 0.940 -> 0.864 / 0.945 by default (per request
+0.728 / 0.905 -> 0.776 / 0.862: on a larger budget an excerpt of a relevant result can
+lose what keeping it whole and dropping less relevant exchanges kept), text agents
+0.903 / 0.981 -> 0.915 / 0.969, tau-airline at 2,800 / 3,500 0.467 / 0.616 -> 0.501 / 0.670.
 """
 
 from __future__ import annotations
