@@ -11,7 +11,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from proxy.relevance.ids import ids_in
+from proxy.relevance.ids import figures_in, ids_in
 from proxy.relevance.terms import STOPWORDS, term, words
 
 # "Name: " or "First Last: " at the start of a message: up to three words and a colon.
@@ -93,22 +93,36 @@ class TermIndex:
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
         self._id_sets: OrderedDict[int, frozenset[str]] = OrderedDict()  # hash -> ids_in
+        self._figure_sets: OrderedDict[int, frozenset[str]] = OrderedDict()  # -> figures_in
         self.lock = threading.Lock()
 
     def ids(self, text: str) -> frozenset[str]:
-        """The ids `text` holds (ids.py), read once and then remembered; not under the
-        lock (scoring holds it)."""
+        """The ids `text` holds (ids.py), read once and then remembered."""
+        return self._remembered(self._id_sets, text, ids_in)
+
+    def figures(self, text: str) -> frozenset[str]:
+        """The ids and numbers `text` holds (ids.py), read once and then remembered."""
+        return self._remembered(self._figure_sets, text, figures_in)
+
+    def _remembered(
+        self,
+        table: OrderedDict[int, frozenset[str]],
+        text: str,
+        read: Callable[[str], frozenset[str]],
+    ) -> frozenset[str]:
+        """`read(text)`, from `table` when seen before; not read under the lock (scoring
+        holds it). At most `max_documents` entries, the least recently used go first."""
         key = hash(text)
         with self.lock:
-            found = self._id_sets.get(key)
+            found = table.get(key)
             if found is not None:
-                self._id_sets.move_to_end(key)
+                table.move_to_end(key)
                 return found
-        found = ids_in(text)
+        found = read(text)
         with self.lock:
-            self._id_sets[key] = found
-            while len(self._id_sets) > self._max_documents:
-                self._id_sets.popitem(last=False)
+            table[key] = found
+            while len(table) > self._max_documents:
+                table.popitem(last=False)
         return found
 
     def entry(self, doc: str) -> DocTerms:
@@ -255,6 +269,7 @@ class TermIndex:
         """Start over: the documents' arrays hold ids that are about to be reused."""
         self._docs.clear()
         self._id_sets.clear()
+        self._figure_sets.clear()
         self._bytes = 0
         del self.names[1:]
         for memo in (self._words, self._pieces, self._ids):

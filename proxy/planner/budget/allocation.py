@@ -16,7 +16,7 @@ from functools import partial
 from itertools import chain, compress, repeat
 
 from proxy.planner.budget.choices import make_choices
-from proxy.planner.budget.clearing import Clearable, clearable, pick, trails_last
+from proxy.planner.budget.clearing import Clearable, clearable, may_clear, pick, trails_last
 from proxy.planner.budget.clusters import Substitution, settle
 from proxy.planner.budget.decide import decide
 from proxy.planner.budget.grants import Choices, grant, reservations
@@ -51,7 +51,7 @@ class Plan:
 
 
 # The share of the room left by the required parts that the newest turns hold at most
-# (high priority, kept newest first; the newest alone up to choices.NEWEST_FACTOR times
+# (high priority, kept newest first; the newest alone up to older_order.NEWEST_FACTOR times
 # it); the rest of them is ranked with older history. Evidence recall on tau-airline at
 # 2,800 / 3,500 tokens (with excerpts): a quarter 0.495 / 0.643, a tenth 0.504 / 0.670,
 # none 0.541 / 0.696; but with none, the message a user answers ("yes, book that one")
@@ -76,9 +76,10 @@ class Planner:
         self.window = window
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
         self._required: tuple[list[int], dict[Section, int]] | None = None
-        # Old tool results that may be cleared, in order; the costs of those cleared for
-        # the last plan before they were.
-        self._clearable: list[Clearable] = []
+        # Old tool results that may be cleared, in order (made when a plan first needs
+        # some cleared: excerpts cost their reading); the costs of those cleared for the
+        # last plan before they were.
+        self._clearable: list[Clearable] | None = None
         self._optional: list[bool] = []
         self._uncleared: dict[int, int] = {}
         self._capped = False  # what depends on the budget made (prepare)
@@ -87,7 +88,7 @@ class Planner:
         """What depends on the budget and is made once, before any plan (re-plans that
         tighten it keep it): a setup over half of `budget` cut (setup_cut.py), its cut
         parts then required at their cut size; the room the newest turns hold at most
-        (choices._cap_recent), RECENT_SHARE of what `fixed` and the required parts leave."""
+        (older_order.cap_recent), RECENT_SHARE of what `fixed` and the required parts leave."""
         if self._capped:
             return
         self._capped = True
@@ -132,10 +133,11 @@ class Planner:
             for key in found.removed:
                 optional[key] = False
             choices = make_choices(state, optional)
-            self._clearable = clearable(state, choices)
             self._prepared = found, choices
             self._optional = optional
-        if self._clearable:  # old tool results: cleared as far as this budget needs
+            if not may_clear(state):
+                self._clearable = []
+        if self._clearable is None or self._clearable:  # cleared as far as this budget needs
             self._clear(budget - fixed - sum(by_section.values()))
         found, choices = self._prepared
         for key, reason in found.removed.items():
@@ -184,6 +186,11 @@ class Planner:
             cost[key] = self._uncleared[key]
             del text[key]
         wanted = sum(c for k, c in enumerate(cost) if optional[k] and k not in summaries)
+        if self._clearable is None:
+            if wanted <= room:  # nothing to clear for this budget (nor cleared before)
+                return
+            assert self._prepared is not None  # the choices as made before any clearing
+            self._clearable = clearable(state, self._prepared[1])
         cleared = pick(self._clearable, wanted - room, room)
         if cleared.keys() == state.cleared.keys():
             for key, d in cleared.items():

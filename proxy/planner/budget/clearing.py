@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from proxy.planner.budget.excerpt import excerpt, strings_to_keep, used_later
+from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
 from proxy.planner.history import keys_of, now_of
@@ -56,12 +56,17 @@ class Clearable:
     decision: Decision
 
 
+def may_clear(state: PlanState) -> bool:
+    """Whether the request has results clearing may touch (and the policy clears)."""
+    return state.policy.tools.clear and len(state.layout.units) != len(state.layout.base)
+
+
 def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
     """The optional tool results worth clearing, in the order they are cleared: the reverse
     of their tool groups' keep order (relevance to what the agent is doing now, for agent
     history), so what the budget keeps first is cleared last."""
     layout, policy = state.layout, state.policy.tools
-    if not policy.clear or len(layout.units) == len(layout.base):
+    if not may_clear(state):
         return []  # clearing off, or no tool result at all
     count, cost = state.tokenizer.count_text, state.cost
     place = _keep_places(choices)
@@ -69,7 +74,7 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
         (c for c, keys in enumerate(choices.items) if len(keys) > 1), key=place.__getitem__
     )
     less_relevant = set(groups[int(len(groups) * (1 - CLEAR_SHARE)) :])
-    later = used_later(layout) if groups else []
+    said = last_said(layout, state.terms) if groups else {}
     commands = keys_of(now_of(layout))[0] if groups else []
     found: list[tuple[tuple[int, int], Clearable]] = []
     for c in groups:
@@ -91,7 +96,7 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
             if name in policy.exclude or tokens < policy.clear_min_tokens:
                 continue
             whole = layout.text[key]
-            strings = strings_to_keep(whole, later[i], commands)
+            strings = strings_to_keep(whole, state.terms.figures(whole), i, said, commands)
             text = excerpt(whole, strings, name, tokens) if strings else None
             if text is not None:  # any old result: what it holds that matters stays
                 why = f"cut: result of {name}, {tokens:,} tokens, to the parts that matter"

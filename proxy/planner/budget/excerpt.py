@@ -11,10 +11,10 @@ around each of those strings, and says what was cut, so the model knows it saw a
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from proxy.planner.parts import Layout, command_text
+from proxy.relevance import TermIndex
 
 HEAD_CHARS = 160  # the result's start: what it is (its id, its first fields)
 # Text kept on either side of a string inside a long line (a JSON result on one line); a
@@ -24,40 +24,31 @@ WINDOW_CHARS = 40
 MAX_STRINGS = 24  # strings a result is excerpted around, at most
 MAX_SHARE = 0.5  # an excerpt past half its result is not worth the cut
 _RESULTS = ("tool", "function")
-# An id or a number of a few characters: possessive runs, so matching stays linear.
-_FIGURE = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_]*+\d[A-Za-z0-9_]*+(?:\.\d++)?")
 
 
-def figures(text: str) -> frozenset[str]:
-    """The ids and the numbers of three characters or more that `text` holds."""
-    return frozenset(f for f in _FIGURE.findall(text) if len(f) >= 3)
-
-
-def used_later(layout: Layout) -> list[frozenset[str]]:
-    """Per message, the ids and numbers said or called in the messages after it (results
-    not counted: an id listed again in another lookup is no use of it)."""
+def last_said(layout: Layout, index: TermIndex) -> dict[str, int]:
+    """Each id and number said or called in a message (results not counted: an id listed
+    again in another lookup is no use of it), and the last message that did."""
     roles, text, base = layout.roles, layout.text, layout.base
-    out: list[frozenset[str]] = [frozenset()] * len(roles)
-    seen: frozenset[str] = frozenset()
-    for i in range(len(roles) - 1, -1, -1):
-        out[i] = seen
-        if roles[i] in _RESULTS:
+    said: dict[str, int] = {}
+    for i, role in enumerate(roles):
+        if role in _RESULTS:
             continue
-        said = figures(text[base[i]])
+        said.update(dict.fromkeys(index.figures(text[base[i]]), i))
         command = command_text(layout, i)
         if command:
-            said = said | figures(command)
-        if said:
-            seen = seen | said
-    return out
+            said.update(dict.fromkeys(index.figures(command), i))
+    return said
 
 
-def strings_to_keep(text: str, later: frozenset[str], commands: Iterable[str]) -> list[str]:
-    """The strings of `text` an excerpt keeps, in order of appearance: the ids and numbers
-    the conversation went on to use or names now (`later`), and the newest commands'
-    strings it holds. (Its other ids too made excerpts too long to save much: on
-    tau-airline at 2,800 tokens 0.535 instead of 0.541.)"""
-    wanted = set(figures(text) & later)
+def strings_to_keep(
+    text: str, held: frozenset[str], after: int, said: Mapping[str, int], commands: Iterable[str]
+) -> list[str]:
+    """The strings of `text` (message `after`, holding the figures `held`) an excerpt keeps,
+    in order of appearance: the ids and numbers the conversation went on to use or names
+    now (said after it), and the newest commands' strings it holds. (Its other ids too made
+    excerpts too long to save much: on tau-airline at 2,800 tokens 0.535 instead of 0.541.)"""
+    wanted = {f for f in held if said.get(f, -1) > after}
     wanted.update(k for k in commands if k in text)
     return sorted(wanted, key=lambda k: (text.find(k), k))[:MAX_STRINGS]
 

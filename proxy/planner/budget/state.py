@@ -13,8 +13,8 @@ class PlanState:
     """One request's items as the allocator sees them (shared by its re-plans)."""
 
     __slots__ = (
-        "cleared", "cost", "layout", "marker", "modes", "policy", "preset", "ranks", "ratios",
-        "recent_room", "sections", "terms", "text", "tokenizer",
+        "cleared", "cost", "layout", "marker", "modes", "older_merits", "policy", "preset",
+        "ranks", "ratios", "recent_room", "sections", "terms", "text", "tokenizer",
     )  # fmt: skip
 
     def __init__(
@@ -30,6 +30,9 @@ class PlanState:
         self.cleared: dict[int, Decision] = {}  # old tool results cleared for the last plan
         # Required items cut before planning (a setup over half the budget): their decisions.
         self.preset: dict[int, Decision] = {}
+        # The older history's merits (history.merits) and positions, by its choices:
+        # clearing changes costs, not what is ranked, so the choices made again reuse them.
+        self.older_merits: tuple[tuple[int, ...], list[float], list[int]] | None = None
         # Tokens the newest turns hold at most (Planner.prepare); None: as many as fit.
         self.recent_room: int | None = None
         self.sections: dict[Section, SectionPolicy] = {

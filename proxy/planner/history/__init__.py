@@ -4,7 +4,7 @@ older turn or tool exchange is worth keeping first, and how clearly a turn asks 
 past."""
 
 from proxy.planner.history.order import now_of, query_texts
-from proxy.planner.history.rank import Now, keep_order, keys_of, worth
+from proxy.planner.history.rank import Now, keep_order, keys_of, merits, per_token, worth
 from proxy.planner.history.recall import (
     RECALL_ROLE,
     exchange_lines,
@@ -35,7 +35,9 @@ __all__ = [
     "keep_order",
     "keys_of",
     "may_repeat",
+    "merits",
     "now_of",
+    "per_token",
     "query_texts",
     "quote",
     "recall_message",

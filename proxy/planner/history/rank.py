@@ -53,7 +53,7 @@ def keys_of(now: Now) -> tuple[list[str], frozenset[str]]:
     commands, looked for as they are, and its ids, looked up among each unit's ids."""
     commands = command_keys(now.actions)[:MAX_KEYS] if now.actions.strip() else []
     # Not the context's ids: a unit there would name itself (the newest turns are ranked
-    # too when they do not all fit, choices._cap_recent), and taking them in changed no
+    # too when they do not all fit, older_order.cap_recent), and taking them in changed no
     # data set's recall by more than 0.003.
     named = sorted(ids_in(f"{now.asked}\n{now.actions}").difference(commands))
     return commands, frozenset(named[:MAX_KEYS])
@@ -69,6 +69,23 @@ def worth(
 ) -> list[float]:
     """What each unit (its text, its tokens, its results' ids used later) is worth now;
     `scores`: the units' BM25 scores, when made already (else made here)."""
+    return per_token(merits(texts, reused, now, index, scores), costs)
+
+
+def per_token(merit: Sequence[float], costs: Sequence[int]) -> list[float]:
+    """Each unit's merit per square root of its tokens: what it is worth now."""
+    return [m / math.sqrt(max(c, 1)) for m, c in zip(merit, costs, strict=True)]
+
+
+def merits(
+    texts: Sequence[str],
+    reused: Sequence[int],
+    now: Now,
+    index: TermIndex | None,
+    scores: Sequence[float] | None = None,
+) -> list[float]:
+    """What each unit holds that the request needs now, whatever it costs: the strings it
+    names, its ids used later, a share of its BM25 score."""
     index = index if index is not None else TermIndex()
     commands, named = keys_of(now)
     hits = [sum(k in t for k in commands) for t in texts] if commands else [0] * len(texts)
@@ -84,10 +101,7 @@ def worth(
     elif scores is None:
         query = f"{now.asked}\n{now.actions}" if now.actions else now.asked
         scores = score_history(query, texts, context=now.context, index=index)
-    return [
-        (h + r + SCORE_WEIGHT * s) / math.sqrt(max(c, 1))
-        for h, r, s, c in zip(hits, reused, scores, costs, strict=True)
-    ]
+    return [h + r + SCORE_WEIGHT * s for h, r, s in zip(hits, reused, scores, strict=True)]
 
 
 def keep_order(values: Sequence[float], positions: Sequence[int], neighbors: int = 0) -> list[int]:

@@ -11,15 +11,10 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.planner.budget.excerpt import (
-    HEAD_CHARS,
-    MAX_SHARE,
-    excerpt,
-    figures,
-    strings_to_keep,
-)
+from proxy.planner.budget.excerpt import HEAD_CHARS, MAX_SHARE, excerpt, strings_to_keep
 from proxy.planner.request import plan_request
 from proxy.policy.model import BudgetPolicy, CachePolicy, Policy
+from proxy.relevance.ids import figures_in
 from tests.planner.budget.test_agents import paired
 from tests.planner_fakes import WordTokenizer
 
@@ -63,16 +58,17 @@ def test_no_excerpt_without_a_string_found_or_when_it_would_keep_most() -> None:
     assert excerpt(text, [], "f", 100) is None
     assert excerpt(text, ["NOT_THERE_1"], "f", 100) is None
     assert excerpt("short result 123", ["123"], "f", 5) is None
-    every = sorted(figures(text))
+    every = sorted(figures_in(text))
     out = excerpt(text, every, "f", 1200)  # windows stop at half the text
     assert out is None or len(out) < (MAX_SHARE + 0.1) * len(text)
 
 
 def test_the_strings_kept_are_those_used_later_or_named_now() -> None:
     text = flights(20)
-    later = frozenset({"HAT104", "128", "elsewhere_77"})
-    assert strings_to_keep(text, later, ["destination"]) == ["destination", "HAT104", "128"]
-    assert strings_to_keep(text, frozenset(), []) == []
+    said = {"HAT104": 5, "128": 5, "elsewhere_77": 5, "HAT105": 2}  # HAT105: said before
+    held = figures_in(text)
+    assert strings_to_keep(text, held, 3, said, ["destination"]) == ["destination", "HAT104", "128"]
+    assert strings_to_keep(text, held, 3, {}, []) == []
 
 
 @settings(max_examples=200, deadline=None)

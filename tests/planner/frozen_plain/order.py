@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.planner.budget.choices import NEWEST_FACTOR, NEWEST_UNITS
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS
+from proxy.planner.budget.older_order import NEWEST_FACTOR, NEWEST_UNITS
 from proxy.planner.history import Now, keep_order, worth
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
@@ -46,7 +46,7 @@ def order_choices(
 ) -> Choices:
     """One choice per optional unit not deduped, in keep order. `cutting`: the tokenizer
     and the marker's tokens, to size what a tool group can be cut to; `recent_room`: the
-    tokens the newest turns hold at most (the rest join the older ones, choices._cap_recent)."""
+    tokens the newest turns hold at most (the rest join the older ones, older_order.cap_recent)."""
     priority, required, high = chat.priority, Priority.REQUIRED, Priority.HIGH
     members: dict[int, list[int]] = {}  # a tool group's lead -> its messages
     if chat.units is None:
