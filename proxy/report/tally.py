@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-MICRO = 1_000_000  # dollar quotas are tallied in millionths, like the spend book
+from proxy.policy.model import MICRO  # dollar quotas are tallied in millionths, like spend
+
 MAX_KINDS = 30  # error kinds kept per team; a log full of odd codes cannot grow this
 KIND_CHARS = 60  # an error code longer than this is cut (codes are short identifiers)
 _RANK = {"normal": 0, "warning": 1, "critical": 2}

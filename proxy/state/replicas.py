@@ -28,6 +28,7 @@ from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
 from proxy.summaries import SummaryStore, open_store
 from proxy.tokens import TokenCounter
 from proxy.usage import Metrics, QuotaBook
+from proxy.usage.quotas import total_tokens_of
 
 log = logging.getLogger("context_proxy.shared_state")
 
@@ -127,7 +128,7 @@ class SharedState:
         usage_log: str | None = None,
         interval_s: float = SYNC_INTERVAL_S,
         prefix: str = PREFIX,
-        amount: Callable[[dict[str, Any]], int | None] | None = None,
+        amount: Callable[[dict[str, Any]], int | None] = total_tokens_of,
     ) -> SharedState:
         """Connect and read the shared totals; never raises because Redis is down.
 
@@ -138,10 +139,7 @@ class SharedState:
         """
         state = cls(connect(url), quotas, metrics, interval_s=interval_s, prefix=prefix)
         if not await state.sync() and usage_log and usage_log != "-":
-            if amount is None:
-                await asyncio.to_thread(quotas.rebuild, usage_log)
-            else:
-                await asyncio.to_thread(functools.partial(quotas.rebuild, usage_log, amount=amount))
+            await asyncio.to_thread(functools.partial(quotas.rebuild, usage_log, amount=amount))
         return state
 
     @property

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from proxy.policy import QuotaPolicy, ThresholdPolicy
+from proxy.policy.model import MICRO
 from proxy.types import Level
 from proxy.usage.ledger import iter_records, level_for
 
@@ -30,6 +31,12 @@ class QuotaStatus:
     level: Level
     exceeded: bool  # used >= limit: the quota is spent
     period: str | None = None  # "day" or "month"; None without limits
+
+
+def total_tokens_of(record: dict[str, Any]) -> int | None:
+    """A usage row's tokens (what the token quotas count)."""
+    tokens = record.get("total_tokens")
+    return tokens if isinstance(tokens, int) else None
 
 
 @dataclass(slots=True)
@@ -206,7 +213,7 @@ class QuotaBook:
         now: datetime | None = None,
         *,
         min_seek_bytes: int = _SEEK_MIN_BYTES,
-        amount: Callable[[dict[str, Any]], int | None] = lambda rec: rec.get("total_tokens"),
+        amount: Callable[[dict[str, Any]], int | None] = total_tokens_of,
     ) -> int:
         """Replace the counts with those in the log at `path`; returns the lines counted.
 
@@ -242,7 +249,7 @@ def micro_usd_of(record: dict[str, Any]) -> int | None:
     cost = record.get("cost_usd")
     if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 <= cost < 1e9:
         return None
-    return round(cost * 1_000_000)
+    return round(cost * MICRO)
 
 
 def _line_day(f: BinaryIO, pos: int) -> tuple[int, str | None]:
