@@ -14,6 +14,7 @@ _COLOURS = {
     "summarize": "36",  # cyan
     "summary-inserted": "34",  # blue
     "clear": "33",  # yellow: cut, but kept (an old tool result's placeholder)
+    "compact": "32",  # green: kept, the same JSON without spaces
 }
 _RUN = 4  # this many alike items in a row or more are shown as one line
 

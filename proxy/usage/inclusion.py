@@ -29,6 +29,7 @@ _ACTIONS = {
     "summary-inserted": "kept",
     "truncate": "truncated",
     "clear": "cleared",
+    "compact": "kept",  # the same JSON without spaces
     "drop": "dropped",
     "summarize": "summarized",
     "dedupe": "deduped",

@@ -51,12 +51,17 @@ def kept_evidence(messages: Sequence[Msg], out: Sequence[Msg], evidence: Sequenc
                 and not content.startswith(PLACEHOLDER)
                 and m.get("role") == original.get("role")
                 and m.get("tool_call_id") == call
-                and content.startswith(head)
+                and _squeezed(content).startswith(_squeezed(head))
                 and all(k in content for k in ev.keys)
             ):
                 kept += 1
                 break
     return kept
+
+
+def _squeezed(text: str) -> str:
+    """`text` without whitespace: a result compacted (its JSON without spaces) is the same."""
+    return "".join(text.split())
 
 
 def _key(m: Msg) -> tuple[Any, ...]:

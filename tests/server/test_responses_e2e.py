@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -183,19 +184,25 @@ def test_over_budget_conversation(
     assert row["dropped"] + row["truncated"] + row["summarized"] > 0
 
 
+def create_loop(proxy: RunningProxy, items: list[dict[str, Any]]) -> Any:
+    """The agent loop's next step sent through the proxy: the raw answer, a 200."""
+    raw = client(proxy).responses.with_raw_response.create(
+        model="gpt-4o",
+        input=items,  # type: ignore[arg-type]
+        tools=TOOLS,  # type: ignore[arg-type]
+        max_output_tokens=300,
+    )
+    assert raw.http_response.status_code == 200
+    return raw
+
+
 def test_over_budget_agent_loop(
     start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
 ) -> None:
     (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
     proxy = start_proxy()
     items = agent_loop(40)
-    raw = client(proxy).responses.with_raw_response.create(
-        model="gpt-4o",
-        input=items,
-        tools=TOOLS,
-        max_output_tokens=300,  # type: ignore[arg-type]
-    )
-    assert raw.http_response.status_code == 200
+    raw = create_loop(proxy, items)
     answer = raw.parse()
     assert "Tool said" in answer.output_text  # the last output reached the model
     sent = upstream.last.json()
@@ -209,6 +216,38 @@ def test_over_budget_agent_loop(
     row = usage_rows(proxy)[-1]
     assert row["api"] == "responses" and row["status"] == 200
     assert row["prompt_tokens"] == len(upstream.last.body) // 4 + 3
+
+
+def test_old_json_outputs_reach_the_model_compacted_before_anything_is_cut(
+    start_proxy: Any, policies_dir: Path, upstream: FakeUpstream
+) -> None:
+    """An agent loop over budget whose tools answer in indented JSON: old outputs kept go
+    as the same JSON without spaces (none with its spaces), the newest exchanges as sent."""
+    (policies_dir / "default.yaml").write_text(SMALL_WINDOW)
+    proxy = start_proxy()
+    items = agent_loop(14)
+    for k, item in enumerate(items):
+        if item.get("type") == "function_call_output":
+            record = {"path": f"src/file_{k}.py", "lines": 120, "words": filler(k, 40).split()}
+            item["output"] = json.dumps(record, indent=4)
+    raw = create_loop(proxy, items)
+    sent = upstream.last.json()
+    assert_pairs_and_fit(raw.headers, sent, policies_dir)
+    outputs = {i["call_id"]: i for i in items if i.get("type") == "function_call_output"}
+    forwarded = [i for i in sent["input"] if i.get("type") == "function_call_output"]
+    newest = list(outputs)[-3:]
+    assert [f["call_id"] for f in forwarded[-3:]] == newest
+    compacted = 0
+    for f in forwarded:
+        came = outputs[f["call_id"]]
+        if f["call_id"] in newest:
+            assert f == came
+        elif f["output"].startswith("{"):  # kept: the same JSON, its spaces gone
+            assert f["output"] == json.dumps(json.loads(came["output"]), separators=(",", ":"))
+            compacted += 1
+        else:  # cut to make room for the steps ahead (cache mode)
+            assert f["output"].startswith("[context-proxy: result of read_file")
+    assert compacted >= 3
 
 
 def test_over_budget_agent_loop_streamed(

@@ -1,18 +1,21 @@
-"""Clearing: old tool results cut to an excerpt, or replaced by a placeholder naming the tool
-and the tokens removed.
+"""Clearing: old tool results compacted (JSON without its spaces), cut to an excerpt, or
+replaced by a placeholder naming the tool and the tokens removed.
 
-The cheapest cut that keeps an agent's trail: the call and its arguments stay, so the
-request stays valid and the agent still sees what it did. A result holding strings that
-matter (ids the conversation went on to use, strings the newest commands name) is cut to
-an excerpt of them (excerpt.py), whatever its relevance; the others, from the less
-relevant share of the old exchanges, to a placeholder. Least relevant to what the request
-is doing now first (ties: the oldest first), and only as far as the caller's target asks
-(`pick`): today just enough to fit the budget; a caller that wants to cut in steps passes
-a lower target. Evidence recall with excerpts (and the newest turns' room, choices.py):
-the agent runs at 16k / 32k tokens 0.847 / 0.940 -> 0.864 / 0.945 by default (per request
-0.728 / 0.905 -> 0.776 / 0.862: on a larger budget an excerpt of a relevant result can
-lose what keeping it whole and dropping less relevant exchanges kept), text agents
-0.903 / 0.981 -> 0.915 / 0.969, tau-airline at 2,800 / 3,500 0.467 / 0.616 -> 0.501 / 0.670.
+Compaction (compact.py) loses nothing, so every old result that can be compacted is,
+before any is cut. The cheapest cut that keeps an agent's trail: the call and its
+arguments stay, so the request stays valid and the agent still sees what it did. A result
+holding strings that matter (ids the conversation went on to use, strings the newest
+commands name) is cut to an excerpt of them (excerpt.py), whatever its relevance; the
+others, from the less relevant share of the old exchanges, to a placeholder. Least
+relevant to what the request is doing now first (ties: the oldest first), and only as far
+as the caller's target asks (`pick`): today just enough to fit the budget; a caller that
+wants to cut in steps passes a lower target. Evidence recall with excerpts (and the newest
+turns' room, choices.py): the agent runs at 16k / 32k tokens 0.847 / 0.940 -> 0.864 /
+0.945 by default (per request 0.728 / 0.905 -> 0.776 / 0.862: on a larger budget an
+excerpt of a relevant result can lose what keeping it whole and dropping less relevant
+exchanges kept), text agents 0.903 / 0.981 -> 0.915 / 0.969, tau-airline at 2,800 / 3,500
+0.467 / 0.616 -> 0.501 / 0.670; compaction then took tau-airline to 0.554 / 0.719 and
+changed no other data set by more than 0.004.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
@@ -41,6 +45,7 @@ CLEAR_SHARE = 0.5
 
 
 CLEARED = "cleared: "  # the reason of a result replaced by a placeholder (not an excerpt)
+COMPACTED = "compacted: "  # the reason of a result sent as the same JSON without spaces
 
 
 def placeholder(name: str, tokens: int) -> str:
@@ -52,8 +57,9 @@ class Clearable:
     """An old tool result that may be cleared: what clearing it saves, and its decision."""
 
     key: int
-    saving: int  # tokens the request loses when it is cleared
+    saving: int  # tokens the request loses when it is cleared (beyond its compaction)
     decision: Decision
+    lossless: bool = False  # the same JSON without spaces: nothing cut
 
 
 def may_clear(state: PlanState) -> bool:
@@ -76,7 +82,7 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
     less_relevant = set(groups[int(len(groups) * (1 - CLEAR_SHARE)) :])
     said = last_said(layout, state.terms) if groups else {}
     commands = keys_of(now_of(layout))[0] if groups else []
-    found: list[tuple[tuple[int, int], Clearable]] = []
+    found: list[tuple[tuple[int, int, int], Clearable]] = []
     for c in groups:
         keys = choices.items[c]
         call = layout.stripped[layout.msg[keys[0]]]
@@ -95,8 +101,20 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
             tokens = count(layout.text[key])
             if name in policy.exclude or tokens < policy.clear_min_tokens:
                 continue
-            whole = layout.text[key]
-            strings = strings_to_keep(whole, state.terms.figures(whole), i, said, commands)
+            whole, full = layout.text[key], cost[key]
+            # Kept last, cleared first; within a group the oldest result first; every
+            # compaction (nothing lost) before any cut.
+            place_of = -place[c], key
+            packed = compact_json(whole)
+            if packed is not None:
+                after = max(0, full - tokens + count(packed))
+                if after < full:
+                    why = f"{COMPACTED}result of {name}, {tokens:,} tokens, the same JSON"
+                    decision = Decision(Action.COMPACT, why, packed, after)
+                    found.append(((0, *place_of), Clearable(key, full - after, decision, True)))
+                    whole, full, tokens = packed, after, count(packed)
+            held = state.terms.figures(layout.text[key])  # whitespace aside, the same text
+            strings = strings_to_keep(whole, held, i, said, commands)
             text = excerpt(whole, strings, name, tokens) if strings else None
             if text is not None:  # any old result: what it holds that matters stays
                 why = f"cut: result of {name}, {tokens:,} tokens, to the parts that matter"
@@ -105,12 +123,11 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
                 why = f"{CLEARED}result of {name}, {tokens:,} tokens"
             else:
                 continue
-            after = max(0, cost[key] - tokens + count(text))
-            if after >= cost[key]:
+            after = max(0, full - tokens + count(text))
+            if after >= full:
                 continue
             decision = Decision(Action.CLEAR, why, text, after)
-            # Kept last, cleared first; within a group the oldest result first.
-            found.append(((-place[c], key), Clearable(key, cost[key] - after, decision)))
+            found.append(((1, *place_of), Clearable(key, full - after, decision)))
     found.sort(key=lambda t: t[0])
     return [c for _, c in found]
 
@@ -137,8 +154,14 @@ def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
     if need <= 0:
         return out
     if sum(c.saving for c in order) < need:
+        # Compacted: all of them (nothing is lost). Cut: those past the whole share.
         whole = room * WHOLE_SHARE
+        for c in order:
+            if c.lossless:
+                out[c.key] = c.decision
         for c in reversed(order):  # the most relevant first
+            if c.lossless:
+                continue
             if c.saving <= whole:
                 whole -= c.saving
             else:

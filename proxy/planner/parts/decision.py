@@ -18,12 +18,13 @@ class Action(str, Enum):
     SUMMARIZE = "summarize"  # dropped, and a summary of its cluster took its place
     SUMMARY_INSERTED = "summary-inserted"
     CLEAR = "clear"  # an old tool result's content replaced by a placeholder, its call kept
+    COMPACT = "compact"  # an old JSON tool result sent as the same JSON without spaces
 
 
 # Why an item was dropped for want of room, by its priority (both planning paths say it).
 OVER_BUDGET = {p: f"over budget ({p.value} priority)" for p in Priority}
 
-_KEPT = (Action.KEEP, Action.TRUNCATE, Action.SUMMARY_INSERTED, Action.CLEAR)
+_KEPT = (Action.KEEP, Action.TRUNCATE, Action.SUMMARY_INSERTED, Action.CLEAR, Action.COMPACT)
 
 
 @dataclass(slots=True)

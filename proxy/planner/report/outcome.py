@@ -54,7 +54,15 @@ def unplanned(body: Body, context_window: int | None, error: str) -> PlanOutcome
     )
 
 
-_TRIMS = (Action.DROP, Action.TRUNCATE, Action.DEDUPE, Action.SUMMARIZE, Action.CLEAR)
+# Compacted results count as trimmed (their bytes changed), not as truncated: nothing is cut.
+_TRIMS = (
+    Action.DROP,
+    Action.TRUNCATE,
+    Action.DEDUPE,
+    Action.SUMMARIZE,
+    Action.CLEAR,
+    Action.COMPACT,
+)
 _ZEROS = (0,) * len(_TRIMS)
 
 

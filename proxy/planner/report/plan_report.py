@@ -80,7 +80,7 @@ class PlanReport:
             "counts": {
                 a.value: n
                 for a in Action
-                if (n := self.count(a)) or a is not Action.CLEAR  # "clear": only when some were
+                if (n := self.count(a)) or a not in _ONLY_WHEN_SOME
             },
             "sections": [s.to_json() for s in self.sections],
             "items": [it.to_json() for it in self.items],
@@ -96,7 +96,10 @@ _COUNTERS = {
     Action.DEDUPE: "deduped",
     Action.SUMMARIZE: "summarized",
     Action.CLEAR: "cleared",
+    Action.COMPACT: "kept",  # the same JSON: kept, its spaces aside
 }
+# Counted in a report only when some were (reports of requests without them stay as they were).
+_ONLY_WHEN_SOME = (Action.CLEAR, Action.COMPACT)
 
 
 def build_report(

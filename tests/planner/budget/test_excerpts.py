@@ -11,14 +11,17 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import HEAD_CHARS, MAX_SHARE, excerpt, strings_to_keep
 from proxy.planner.request import plan_request
 from proxy.policy.model import BudgetPolicy, CachePolicy, Policy
 from proxy.relevance.ids import figures_in
+from proxy.tokens import TokenCounter
 from tests.planner.budget.test_agents import paired
 from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
+GPT_4O = TokenCounter().for_model("gpt-4o", Policy())
 PER_REQUEST = Policy(budget=BudgetPolicy(ratio=1.0), cache=CachePolicy(enabled=False))
 
 
@@ -105,17 +108,40 @@ def booking(search: str) -> list[dict[str, Any]]:
 def test_an_old_search_too_big_to_keep_is_cut_to_the_flight_then_chosen() -> None:
     search = flights(60)
     msgs = booking(search)
-    body = {"model": "m", "messages": copy.deepcopy(msgs)}
-    whole = plan_request(copy.deepcopy(body), PER_REQUEST, WORDS, 100_000)
+    body = {"model": "gpt-4o", "messages": copy.deepcopy(msgs)}
+    whole = plan_request(copy.deepcopy(body), PER_REQUEST, GPT_4O, 100_000)
     assert whole.body["messages"] == msgs  # within budget: as it came
-    out = plan_request(body, PER_REQUEST, WORDS, 400)
+    out = plan_request(body, PER_REQUEST, GPT_4O, 1000)
     sent = out.body["messages"]
     assert paired(sent)
     [result] = [m for m in sent if m.get("role") == "tool"]
-    assert result["content"].startswith(search[:HEAD_CHARS])
+    packed = compact_json(search)
+    assert packed is not None
+    assert result["content"].startswith(packed[:HEAD_CHARS])  # an excerpt of the compacted JSON
     assert "HAT117" in result["content"] and "219" in result["content"]
     assert "to the parts naming" in result["content"]
     assert out.tokens_after <= out.budget
     assert sent[-1] == msgs[-1] and sent[0] == msgs[0]
     [decision] = [it for it in out.report.items if it.action == "clear"]
     assert "to the parts that matter" in decision.reason
+
+
+def test_an_old_json_result_is_compacted_before_anything_is_cut() -> None:
+    search = flights(60)
+    msgs = booking(search)
+    body = {"model": "gpt-4o", "messages": copy.deepcopy(msgs)}
+    before = GPT_4O.count_request(body)
+    packed = compact_json(search)
+    assert packed is not None
+    # Over the budget, but within it once the search is sent without its spaces.
+    saved = GPT_4O.count_text(search) - GPT_4O.count_text(packed)
+    out = plan_request(body, PER_REQUEST, GPT_4O, before - saved // 2)
+    sent = out.body["messages"]
+    assert [m for m in sent if m.get("role") == "tool"] == [{**msgs[4], "content": packed}]
+    assert json.loads(packed) == json.loads(search)
+    assert len(sent) == len(msgs)  # nothing else touched: the rest as it came
+    assert all(a == b for a, b in zip(sent, msgs, strict=True) if b.get("role") != "tool")
+    [decision] = [it for it in out.report.items if it.action == "compact"]
+    assert decision.reason.startswith("compacted: result of search_flights")
+    assert out.report.to_json()["counts"]["compact"] == 1
+    assert out.truncated == 0 and out.dropped == 0 and out.trimmed == 1
