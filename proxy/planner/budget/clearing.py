@@ -153,21 +153,22 @@ def pick(order: list[Clearable], need: int, room: int) -> dict[int, Decision]:
     out: dict[int, Decision] = {}
     if need <= 0:
         return out
-    if sum(c.saving for c in order) < need:
-        # Compacted: all of them (nothing is lost). Cut: those past the whole share.
+    # Every compaction, whatever the need: nothing is lost, and the results' bytes stay the
+    # same from one step to the next (the provider's prompt cache keeps its prefix).
+    for c in order:
+        if c.lossless:
+            out[c.key] = c.decision
+            need -= c.saving
+    cuts = [c for c in order if not c.lossless]
+    if sum(c.saving for c in cuts) < need:
         whole = room * WHOLE_SHARE
-        for c in order:
-            if c.lossless:
-                out[c.key] = c.decision
-        for c in reversed(order):  # the most relevant first
-            if c.lossless:
-                continue
+        for c in reversed(cuts):  # the most relevant first
             if c.saving <= whole:
                 whole -= c.saving
             else:
                 out[c.key] = c.decision
         return out
-    for c in order:
+    for c in cuts:
         if need <= 0:
             break
         out[c.key] = c.decision

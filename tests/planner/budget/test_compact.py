@@ -1,4 +1,5 @@
-"""Compaction of JSON tool results: the same document without its spaces, or nothing."""
+"""Compaction of JSON tool results: the same document without its spaces, or nothing; and
+which old results are compacted or cut for a need (pick)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.planner.budget.clearing import Clearable, pick
 from proxy.planner.budget.compact import compact_json
+from proxy.planner.parts import Action, Decision
 
 
 def test_indented_and_spaced_json_loses_only_its_spaces() -> None:
@@ -66,3 +69,44 @@ def test_a_compacted_text_is_the_same_json_and_the_same_text_but_for_spaces(
     assert "".join(packed.split()) == "".join(text.split())
     assert len(packed) < len(text)
     assert compact_json(packed) is None  # once is all it takes
+
+
+def _clearable(key: int, saving: int, lossless: bool) -> Clearable:
+    action = Action.COMPACT if lossless else Action.CLEAR
+    return Clearable(key, saving, Decision(action, "why", "text", 1), lossless)
+
+
+def test_every_compaction_is_taken_even_when_one_would_do() -> None:
+    order = [_clearable(k, 50, True) for k in range(4)] + [_clearable(0, 80, False)]
+    out = pick(order, need=10, room=1000)
+    assert set(out) == {0, 1, 2, 3} and all(d.action is Action.COMPACT for d in out.values())
+    assert pick(order, need=0, room=1000) == {}  # within the budget: nothing touched
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 400), st.booleans()), max_size=16),
+    st.integers(-50, 3000),
+    st.integers(0, 3000),
+)
+def test_pick_compacts_all_and_cuts_only_as_far_as_needed(
+    entries: list[tuple[int, int, bool]], need: int, room: int
+) -> None:
+    # Compactions first, as clearable() lists them, each key at most once per kind.
+    seen: set[tuple[int, bool]] = set()
+    order = []
+    for key, saving, lossless in sorted(entries, key=lambda e: not e[2]):
+        if (key, lossless) not in seen:
+            seen.add((key, lossless))
+            order.append(_clearable(key, saving, lossless))
+    out = pick(order, need, room)
+    if need <= 0:
+        assert out == {}
+        return
+    assert {c.key for c in order if c.lossless} <= out.keys()
+    cuts = [c for c in order if not c.lossless]
+    taken = [c for c in cuts if out.get(c.key) is c.decision]
+    left = need - sum(c.saving for c in order if c.lossless)
+    if sum(c.saving for c in cuts) >= left:  # enough: a prefix of the cuts, none past the need
+        assert taken == cuts[: len(taken)]
+        assert sum(c.saving for c in taken[:-1]) < left or not taken
