@@ -187,7 +187,10 @@ def write_doc_section(
     doc: Path, marks: tuple[str, str], heading: str, command: str, body: str
 ) -> None:
     """Put `body` between the `marks` in `doc` (under `heading` at the end when they are not
-    there yet), headed by the command, the commit, the date and the machine."""
+    there yet), headed by the command, the commit, the date and the machine; nothing when
+    NO_DOC is set in the environment (run_all.py --quick: short runs are not recorded)."""
+    if os.environ.get(NO_DOC):
+        return
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=doc.parents[1], capture_output=True, text=True
     ).stdout.strip()

@@ -68,6 +68,7 @@ BENCHES = (
         "trim", "bench_trim.py", ("--repeats", "5"), ("--repeats", "1"),
         "A 128k-token conversation over budget: planning time against a raw tokenizer pass",
     ),
+    Bench("scan", "bench_scan.py", (), ("--repeats", "1"), None),
     Bench(
         "soak", "soak.py", ("--duration", "300"), ("--duration", "20"),
         "Memory and descriptors under a mixed, hostile load",

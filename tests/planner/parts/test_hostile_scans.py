@@ -1,18 +1,15 @@
-"""Scan time: tag, attribute and heading scanning and cluster settling stay linear on hostile text.
+"""Hostile text: what the tag, attribute and heading scanners, cluster settling and dedupe
+make of text crafted to make them slow (tests/hostile_text.py), at 1 MB.
 
-Crafted text once held the event loop for seconds (13 s for 20 KB of attribute text,
-9 s for a 20 KB heading line, 1.6 s for 25,000 unbalanced openers, seconds of settling for
-many summaries of one cluster). Each class is tested here by its shape, at 1 MB, with bounds
-generous enough for a shared 2-core machine; the old code missed them by 10x or more. The
-rewritten scanners are held to the old regex readings (kept below as the reference) on
-short generated text, so the contract's tagging rules are unchanged.
+How long they take is measured by tests/bench/bench_scan.py (docs/benchmarks.md), never
+here. Here: the rewritten scanners are held to the old regex readings (kept below as the
+reference) on short generated text and on each hostile shape at a small size, and read the
+same shape at 1 MB alike, so the contract's tagging rules are unchanged.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -27,8 +24,15 @@ from proxy.planner.parts.tags import Block, split_blocks, split_headings
 from proxy.planner.request import plan_request
 from proxy.policy.model import DEFAULT_HEADINGS, ModelPolicy, Policy, TagsPolicy
 from proxy.tokens.counter import TokenCounter
-
-MB = 1_000_000
+from tests.hostile_text import (
+    MB,
+    PIECES,
+    clusters,
+    fill,
+    hostile_blocks,
+    hostile_headings,
+    repeated_summaries,
+)
 
 # --- the reference: the old regex readings, fine on short text --------------------------
 
@@ -100,54 +104,16 @@ def ref_split_headings(text: str) -> list[tuple[Any, str]]:
     return out
 
 
-# --- the grammar's pieces, for generated hostile text -------------------------------------
-
-PIECES = [
-    "<context",
-    "<context ",
-    "<context>",
-    "</context>",
-    "<contextual>",
-    "<context />",
-    " ",
-    "\t",
-    "\n",
-    "\r\n",
-    "=",
-    '"',
-    "'",
-    ">",
-    "<",
-    "/",
-    "a",
-    "section",
-    "memory",
-    "id",
-    "-",
-    "1",
-    "é",
-    ":",
-    "#",
-    "## ",
-    "# Memory",
-    "```",
-    "   ~~~",
-    "    ```",
-    "######",
-    "####### x",
-    "## Goal:",
-    "# Working state #",
-    "\r",
-    "\x0b",
-    "\x1c",
-    "\u2028",
-]
 pieces = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map("".join)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces)
 def test_blocks_read_as_the_old_patterns_did(text: str) -> None:
+    assert_read_as_reference(text)
+
+
+def assert_read_as_reference(text: str) -> None:
     got, problems = split_blocks(text)
     want, want_problems = ref_blocks(text)
     assert got == want
@@ -177,184 +143,110 @@ def test_unmatched_problems_are_capped_and_counted() -> None:
     assert [p for p in pieces_ if isinstance(p, Block)] == [Block({}, "", ())]
 
 
-# --- time: the old payloads and generated ones, at 1 MB -----------------------------------
+# --- the old payloads, at 1 MB ------------------------------------------------------------
+
+SMALL = 2_000  # the old regex readings take milliseconds at this size
 
 
-def seconds(work: Callable[[], Any], repeat: int = 3) -> float:
-    """Best of `repeat` runs: the least disturbed by other work on a shared machine."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - start)
-    return best
+def _kinds(pieces: list[str | Block]) -> list[str]:
+    return ["text" if isinstance(p, str) else "block" for p in pieces]
 
 
-def _fill(unit: str, size: int = MB) -> str:
-    return unit * max(1, size // len(unit))
+def test_old_block_payloads_read_as_the_old_patterns_did() -> None:
+    small, large = hostile_blocks(SMALL), hostile_blocks(MB)
+    for name, text in small.items():
+        assert_read_as_reference(text)
+        got, problems = split_blocks(large[name])
+        want, want_problems = split_blocks(text)
+        assert _kinds(got) == _kinds(want), name  # the same reading, 500x longer
+        assert len(problems) == len(want_problems), name
+        if all(isinstance(p, str) for p in got):  # no block: forwarded as written
+            assert "".join(p for p in got if isinstance(p, str)) == large[name], name
 
 
-HOSTILE_BLOCKS = {
-    # old: 20 KB took 13 s (the attribute pattern retried at every letter of a name)
-    "attribute name without =": "<context " + "a" * MB + ">x</context>",
-    "name then unclosed quote": "<context "
-    + "a" * (MB // 2)
-    + '="'
-    + "b" * (MB // 2)
-    + ">x</context>",
-    "a= repeated, no >": "<context " + _fill("a=") + "</context>",
-    'a=" repeated': "<context " + _fill('a="') + ">x</context>",
-    # old: 225 KB took 1.6 s (each opener looked for its close to the end)
-    "unbalanced openers": _fill("<context>") + "</context>",
-    "openers without close": _fill('<context section="memory">'),
-    "self-closing": _fill("<context />") + "</context>",
-    "opener, no angle": _fill("<context a"),
-}
-HOSTILE_HEADINGS = {
-    # old: 20 KB took 9 s (the lazy title against the trailing run of spaces and #)
-    "spaced #": "# a" + _fill(" #") + "x",
-    "spaces, tabs and #": "# " + _fill(" \t#") + "x\n",
-    "spaces, no newline": "# " + " " * MB + "x",
-    "many heading lines": _fill("## Memory ##  \n# x\n"),
-    "hashes only": "#" * MB,
-}
-
-
-def test_old_block_payloads_scan_in_well_under_a_second() -> None:
-    for name, text in HOSTILE_BLOCKS.items():
-        assert seconds(lambda text=text: split_blocks(text), 1) < 1.0, name
-
-
-def test_old_heading_payloads_scan_in_well_under_a_second() -> None:
-    for name, text in HOSTILE_HEADINGS.items():
-        took = seconds(lambda text=text: split_headings(text, DEFAULT_HEADINGS), 1)
-        assert took < 1.0, name
+def test_old_heading_payloads_read_as_the_old_pattern_did() -> None:
+    small, large = hostile_headings(SMALL), hostile_headings(MB)
+    for name, text in small.items():
+        assert split_headings(text, DEFAULT_HEADINGS) == ref_split_headings(text), name
+        got = split_headings(large[name], DEFAULT_HEADINGS)
+        assert "".join(t for _, t in got) == large[name], name
+        assert {s for s, _ in got} == {s for s, _ in ref_split_headings(text)}, name
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=12).map("".join))
-def test_generated_hostile_text_scans_in_linear_time(unit: str) -> None:
-    small, large = _fill(unit, MB // 8), _fill(unit, MB)
-
-    def scan(text: str) -> Callable[[], Any]:
-        def work() -> None:
-            for piece in split_blocks(text)[0]:
-                if isinstance(piece, str):
-                    split_headings(piece, DEFAULT_HEADINGS)
-
-        return work
-
-    took_large = seconds(scan(large))
-    assert took_large < 1.0, unit
-    # 8x the text, under 20x the time; a 10 ms floor: caches and
-    # a busy machine, not the algorithm, decide timings below it (quadratic code: 64x)
-    assert took_large < 20 * max(seconds(scan(small)), 0.01), unit
+def test_generated_hostile_text_reads_alike_at_any_length(unit: str) -> None:
+    small, large = fill(unit, SMALL), fill(unit, MB)
+    assert_read_as_reference(small)
+    got, want = split_blocks(large)[0], split_blocks(small)[0]
+    assert len(got) <= len(want) * (len(large) // len(small) + 1) + 1
+    assert sum(len(p) for p in got if isinstance(p, str)) <= len(large)
 
 
 # --- cluster settling ----------------------------------------------------------------------
 
 
-def _settle_seconds(body: dict[str, Any], window: int) -> tuple[float, Substitution]:
-    """The time `settle` took while planning `body`, and what it returned."""
+def _settled(body: dict[str, Any], window: int) -> Substitution:
+    """What `settle` returned, last, while planning `body`."""
     real = planner_module.settle
-    spent: list[float] = []
     subs: list[Substitution] = []
 
-    def timed(*args: Any) -> Substitution:
-        start = time.perf_counter()
+    def recorded(*args: Any) -> Substitution:
         sub = real(*args)
-        spent.append(time.perf_counter() - start)
         subs.append(sub)
         return sub
 
-    planner_module.settle = timed  # type: ignore[assignment]
+    planner_module.settle = recorded  # type: ignore[assignment]
     try:
         policy = Policy(models={"gpt-4o": ModelPolicy(context_window=window)})
         plan_request(body, policy, TokenCounter().for_model("gpt-4o", policy), window)
     finally:
         planner_module.settle = real
-    return sum(spent), subs[-1]
+    return subs[-1]
 
 
-def _clusters(n: int, shared: bool) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "rules"}]
-    for i in range(n):
-        cluster = "c" if shared else f"c{i}"
-        messages.append(
-            {
-                "role": "user",
-                "content": f"fact {i} " * 10,
-                "x_context": {"cluster": cluster, "section": "memory"},
-            }
-        )
-        messages.append(  # a summary the client sends (an assistant's tag would not be read)
-            {"role": "user", "content": f"sum {i}", "x_context": {"summary_of": cluster}}
-        )
-    messages.append({"role": "user", "content": "q"})
-    return {"model": "gpt-4o", "messages": messages}
-
-
-def test_many_summaries_of_one_cluster_settle_in_linear_time() -> None:
+def test_many_summaries_of_one_cluster_settle_as_one() -> None:
     # ~1 MB: 4,000 members of one cluster and 4,000 summaries of it (old: seconds, n^2)
-    took, sub = _settle_seconds(_clusters(4000, shared=True), 20000)
-    assert took < 1.5  # see below
+    sub = _settled(clusters(4000, shared=True), 20000)
     assert len(sub.members) == 4000 and len(set(sub.members.values())) == 1
     assert sub.active and all(len(sub.lost(c)) > 0 for c in sub.active)
 
 
-def test_clusters_each_with_a_summary_settle_fast() -> None:
-    took, sub = _settle_seconds(_clusters(4000, shared=False), 20000)
-    assert took < 1.5  # ~0.2 s idle, 0.6 s seen on a loaded shared machine; quadratic: seconds
+def test_clusters_each_with_a_summary_settle_each_alone() -> None:
+    sub = _settled(clusters(4000, shared=False), 20000)
     assert len(sub.members) == 4000
 
 
 # --- the whole plan, and dedupe --------------------------------------------------------------
 
 
-def test_a_hostile_1mb_request_plans_in_well_under_two_seconds() -> None:
+def test_a_hostile_1mb_request_forwards_its_text_as_the_tags_allow() -> None:
     policy = Policy(
         models={"gpt-4o": ModelPolicy(context_window=400_000)},
         tags=TagsPolicy(inline_in_user=True),  # the user's text read for tags: the worst case
     )
     tokenizer = TokenCounter().for_model("gpt-4o", policy)
+    blocks = hostile_blocks(MB)
     forwarded = {  # a block's tags removed (its bad attributes reported); the rest as written
         "attribute name without =": "x",
-        "unbalanced openers": HOSTILE_BLOCKS["unbalanced openers"][: -len("<context></context>")],
-        "self-closing": HOSTILE_BLOCKS["self-closing"],
+        "unbalanced openers": blocks["unbalanced openers"][: -len("<context></context>")],
+        "self-closing": blocks["self-closing"],
     }
     for name, want in forwarded.items():
-        text = HOSTILE_BLOCKS[name]
         body = {
             "model": "gpt-4o",
             "messages": [
                 {"role": "system", "content": "rules"},
-                {"role": "user", "content": text},
+                {"role": "user", "content": blocks[name]},
                 {"role": "user", "content": "q"},
             ],
         }
-        start = time.perf_counter()
         outcome = plan_request(body, policy, tokenizer, 400_000)
-        assert time.perf_counter() - start < 2.0, name
         assert outcome.body["messages"][1]["content"] == want, name
 
 
-def test_summary_lines_against_memory_stay_linear() -> None:
-    lines = "\n".join(f"- {'1' * 50}{i} fact" for i in range(1000))
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": lines, "x_context": {"section": "memory"}}
-    ]
-    messages += [
-        {
-            "role": "user",
-            "content": f"{lines[:600]}\nnew {i}",
-            "x_context": {"section": "conversation_summary"},
-        }
-        for i in range(1600)
-    ]  # ~1 MB of summaries, every one repeating lines memory holds
-    messages.append({"role": "user", "content": "q"})
-    layout = build_layout(messages, Policy())
+def test_summary_lines_memory_holds_are_deduped_in_every_summary() -> None:
+    layout = build_layout(repeated_summaries(1600), Policy())
     optional = [it.key for it in layout.items if not it.required]
-    took = seconds(lambda: dedupe(layout, optional), 1)
     found = dedupe(layout, optional)
-    assert took < 1.0
     assert len(found.rewritten) == 1600
