@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from proxy.relevance.ids import figures_in, ids_in
+from proxy.relevance.string_sets import StringSets
 from proxy.relevance.terms import STOPWORDS, term, words
 
 # "Name: " or "First Last: " at the start of a message: up to three words and a colon.
@@ -71,7 +72,8 @@ class TermIndex:
     the next request only looks them up. Terms are numbered, and each document keeps its
     terms' ids and counts as arrays, so that scoring a request is a few array operations over
     all its documents at once. Bounded: past `max_documents` documents, or `max_bytes` of
-    their arrays (a 600-turn chat takes under 1 MB), the least recently used go;
+    their arrays (a 600-turn chat takes under 1 MB), the least recently used go (and so
+    in the memos of each text's ids and figures, string_sets.py, a quarter of it each);
     past `max_words` distinct words and terms everything starts over, between requests.
     The lock makes it safe for plans that run in worker threads.
     """
@@ -92,38 +94,19 @@ class TermIndex:
         self._ids: dict[str, int] = {}  # term -> id
         self.names: list[str] = [""]  # id -> term
         self._slots: NDArray[np.int32] = np.zeros(1024, np.int32)
-        self._id_sets: OrderedDict[int, frozenset[str]] = OrderedDict()  # hash -> ids_in
-        self._figure_sets: OrderedDict[int, frozenset[str]] = OrderedDict()  # -> figures_in
+        # What ids_in and figures_in read in each text: at most max_documents entries and
+        # a quarter of max_bytes each.
+        self._id_sets = StringSets(ids_in, max_documents, max_bytes // 4)
+        self._figure_sets = StringSets(figures_in, max_documents, max_bytes // 4)
         self.lock = threading.Lock()
 
     def ids(self, text: str) -> frozenset[str]:
         """The ids `text` holds (ids.py), read once and then remembered."""
-        return self._remembered(self._id_sets, text, ids_in)
+        return self._id_sets.get(text)
 
     def figures(self, text: str) -> frozenset[str]:
         """The ids and numbers `text` holds (ids.py), read once and then remembered."""
-        return self._remembered(self._figure_sets, text, figures_in)
-
-    def _remembered(
-        self,
-        table: OrderedDict[int, frozenset[str]],
-        text: str,
-        read: Callable[[str], frozenset[str]],
-    ) -> frozenset[str]:
-        """`read(text)`, from `table` when seen before; not read under the lock (scoring
-        holds it). At most `max_documents` entries, the least recently used go first."""
-        key = hash(text)
-        with self.lock:
-            found = table.get(key)
-            if found is not None:
-                table.move_to_end(key)
-                return found
-        found = read(text)
-        with self.lock:
-            table[key] = found
-            while len(table) > self._max_documents:
-                table.popitem(last=False)
-        return found
+        return self._figure_sets.get(text)
 
     def entry(self, doc: str) -> DocTerms:
         """The terms of `doc`, read once and then remembered."""
