@@ -78,9 +78,7 @@ class PlanReport:
             "tokenizer": self.tokenizer,
             "estimated": self.estimated,
             "counts": {
-                a.value: n
-                for a in Action
-                if (n := self.count(a)) or a not in _ONLY_WHEN_SOME
+                a.value: n for a in Action if (n := self.count(a)) or a not in _ONLY_WHEN_SOME
             },
             "sections": [s.to_json() for s in self.sections],
             "items": [it.to_json() for it in self.items],
