@@ -8,7 +8,13 @@ openers, seconds of settling for many summaries of one cluster.
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import proxy.planner.budget.allocation as planner_module
+from proxy.planner.request import PlanOutcome, plan_request
+from proxy.policy.model import ModelPolicy, Policy, TagsPolicy
+from proxy.tokens.counter import TokenCounter
 
 MB = 1_000_000
 
@@ -90,3 +96,44 @@ def repeated_summaries(count: int = 1600) -> list[dict[str, Any]]:
     ]
     messages.append({"role": "user", "content": "q"})
     return messages
+
+
+def settle_calls(body: dict[str, Any], window: int) -> list[tuple[float, Any]]:
+    """Each call of the planner's `settle` while `body` is planned for a gpt-4o of `window`
+    tokens: the seconds it took and what it returned (a Substitution)."""
+    real = planner_module.settle
+    calls: list[tuple[float, Any]] = []
+
+    def recorded(*args: Any) -> Any:
+        start = time.perf_counter()
+        sub = real(*args)
+        calls.append((time.perf_counter() - start, sub))
+        return sub
+
+    planner_module.settle = recorded  # type: ignore[assignment]
+    try:
+        policy = Policy(models={"gpt-4o": ModelPolicy(context_window=window)})
+        plan_request(body, policy, TokenCounter().for_model("gpt-4o", policy), window)
+    finally:
+        planner_module.settle = real
+    return calls
+
+
+# Tags read in the user's text too: the worst case for a hostile user message.
+TAGS_IN_USER = Policy(
+    models={"gpt-4o": ModelPolicy(context_window=400_000)}, tags=TagsPolicy(inline_in_user=True)
+)
+
+
+def plan_in_user_text(text: str, tokenizer: Any) -> PlanOutcome:
+    """`text` planned as a user message (between a system rule and a question) under
+    TAGS_IN_USER."""
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "rules"},
+            {"role": "user", "content": text},
+            {"role": "user", "content": "q"},
+        ],
+    }
+    return plan_request(body, TAGS_IN_USER, tokenizer, 400_000)

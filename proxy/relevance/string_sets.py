@@ -60,8 +60,3 @@ class StringSets:
             while len(self._table) > self._max_entries or self.bytes > self._max_bytes:
                 self.bytes -= self._table.popitem(last=False)[1][1]
         return strings
-
-    def clear(self) -> None:
-        with self._lock:
-            self._table.clear()
-            self.bytes = 0

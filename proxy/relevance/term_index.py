@@ -249,10 +249,9 @@ class TermIndex:
             self._forget()
 
     def _forget(self) -> None:
-        """Start over: the documents' arrays hold ids that are about to be reused."""
+        """Start over: the documents' arrays hold ids that are about to be reused (the
+        memos of each text's ids and figures hold strings, not these ids: they stay)."""
         self._docs.clear()
-        self._id_sets.clear()
-        self._figure_sets.clear()
         self._bytes = 0
         del self.names[1:]
         for memo in (self._words, self._pieces, self._ids):

@@ -29,21 +29,22 @@ sys.path.insert(0, str(HERE))
 
 from procs import write_doc_section  # noqa: E402
 
-import proxy.planner.budget.allocation as planner_module  # noqa: E402
 from proxy.planner.history.repeats import dedupe  # noqa: E402
 from proxy.planner.parts.sections import build_layout  # noqa: E402
 from proxy.planner.parts.tags import split_blocks, split_headings  # noqa: E402
-from proxy.planner.request import plan_request  # noqa: E402
-from proxy.policy.model import DEFAULT_HEADINGS, ModelPolicy, Policy, TagsPolicy  # noqa: E402
+from proxy.policy.model import DEFAULT_HEADINGS, Policy  # noqa: E402
 from proxy.tokens.counter import TokenCounter  # noqa: E402
 from tests.hostile_text import (  # noqa: E402
     MB,
     PIECES,
+    TAGS_IN_USER,
     clusters,
     fill,
     hostile_blocks,
     hostile_headings,
+    plan_in_user_text,
     repeated_summaries,
+    settle_calls,
 )
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -72,22 +73,7 @@ def scan(text: str) -> Callable[[], None]:
 
 def settle_seconds(body: dict[str, Any], window: int) -> float:
     """The time `settle` took while planning `body`."""
-    real = planner_module.settle
-    spent: list[float] = []
-
-    def timed(*args: Any) -> Any:
-        start = time.perf_counter()
-        sub = real(*args)
-        spent.append(time.perf_counter() - start)
-        return sub
-
-    planner_module.settle = timed  # type: ignore[assignment]
-    try:
-        policy = Policy(models={"gpt-4o": ModelPolicy(context_window=window)})
-        plan_request(body, policy, TokenCounter().for_model("gpt-4o", policy), window)
-    finally:
-        planner_module.settle = real
-    return sum(spent)
+    return sum(seconds for seconds, _ in settle_calls(body, window))
 
 
 def main() -> int:
@@ -164,27 +150,11 @@ def dedupe_seconds(repeats: int) -> float:
 
 
 def plan_seconds(repeats: int) -> float:
-    policy = Policy(
-        models={"gpt-4o": ModelPolicy(context_window=400_000)},
-        tags=TagsPolicy(inline_in_user=True),  # the user's text read for tags: the worst case
-    )
-    tokenizer = TokenCounter().for_model("gpt-4o", policy)
+    tokenizer = TokenCounter().for_model("gpt-4o", TAGS_IN_USER)
     text = hostile_blocks(MB)["unbalanced openers"]
     runs = iter(range(repeats))
-
-    def work() -> None:
-        body = {
-            "model": "gpt-4o",
-            "messages": [
-                {"role": "system", "content": "rules"},
-                # A text never seen before each time: nothing counted comes from the cache.
-                {"role": "user", "content": f"{text} {next(runs)}"},
-                {"role": "user", "content": "q"},
-            ],
-        }
-        plan_request(body, policy, tokenizer, 400_000)
-
-    return seconds(work, repeats)
+    # A text never seen before each time: nothing counted comes from the cache.
+    return seconds(lambda: plan_in_user_text(f"{text} {next(runs)}", tokenizer), repeats)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,11 @@ class Clearable:
     key: int
     saving: int  # tokens the request loses when it is cleared (beyond its compaction)
     decision: Decision
-    lossless: bool = False  # the same JSON without spaces: nothing cut
+
+    @property
+    def lossless(self) -> bool:
+        """Compacted (the same JSON without spaces): nothing cut."""
+        return self.decision.action is Action.COMPACT
 
 
 def may_clear(state: PlanState) -> bool:
@@ -107,12 +111,13 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
             place_of = -place[c], key
             packed = compact_json(whole)
             if packed is not None:
-                after = max(0, full - tokens + count(packed))
+                packed_tokens = count(packed)
+                after = max(0, full - tokens + packed_tokens)
                 if after < full:
                     why = f"{COMPACTED}result of {name}, {tokens:,} tokens, the same JSON"
                     decision = Decision(Action.COMPACT, why, packed, after)
-                    found.append(((0, *place_of), Clearable(key, full - after, decision, True)))
-                    whole, full, tokens = packed, after, count(packed)
+                    found.append(((0, *place_of), Clearable(key, full - after, decision)))
+                    whole, full, tokens = packed, after, packed_tokens
             held = state.terms.figures(layout.text[key])  # whitespace aside, the same text
             strings = strings_to_keep(whole, held, i, said, commands)
             text = excerpt(whole, strings, name, tokens) if strings else None

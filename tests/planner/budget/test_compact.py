@@ -73,7 +73,7 @@ def test_a_compacted_text_is_the_same_json_and_the_same_text_but_for_spaces(
 
 def _clearable(key: int, saving: int, lossless: bool) -> Clearable:
     action = Action.COMPACT if lossless else Action.CLEAR
-    return Clearable(key, saving, Decision(action, "why", "text", 1), lossless)
+    return Clearable(key, saving, Decision(action, "why", "text", 1))
 
 
 def test_every_compaction_is_taken_even_when_one_would_do() -> None:

@@ -15,23 +15,24 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import proxy.planner.budget.allocation as planner_module
 from proxy.planner.budget.clusters import Substitution
 from proxy.planner.history.repeats import dedupe
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.tag_attrs import parse_attrs
 from proxy.planner.parts.tags import Block, split_blocks, split_headings
-from proxy.planner.request import plan_request
-from proxy.policy.model import DEFAULT_HEADINGS, ModelPolicy, Policy, TagsPolicy
+from proxy.policy.model import DEFAULT_HEADINGS, Policy
 from proxy.tokens.counter import TokenCounter
 from tests.hostile_text import (
     MB,
     PIECES,
+    TAGS_IN_USER,
     clusters,
     fill,
     hostile_blocks,
     hostile_headings,
+    plan_in_user_text,
     repeated_summaries,
+    settle_calls,
 )
 
 # --- the reference: the old regex readings, fine on short text --------------------------
@@ -188,21 +189,8 @@ def test_generated_hostile_text_reads_alike_at_any_length(unit: str) -> None:
 
 def _settled(body: dict[str, Any], window: int) -> Substitution:
     """What `settle` returned, last, while planning `body`."""
-    real = planner_module.settle
-    subs: list[Substitution] = []
-
-    def recorded(*args: Any) -> Substitution:
-        sub = real(*args)
-        subs.append(sub)
-        return sub
-
-    planner_module.settle = recorded  # type: ignore[assignment]
-    try:
-        policy = Policy(models={"gpt-4o": ModelPolicy(context_window=window)})
-        plan_request(body, policy, TokenCounter().for_model("gpt-4o", policy), window)
-    finally:
-        planner_module.settle = real
-    return subs[-1]
+    sub: Substitution = settle_calls(body, window)[-1][1]
+    return sub
 
 
 def test_many_summaries_of_one_cluster_settle_as_one() -> None:
@@ -221,11 +209,7 @@ def test_clusters_each_with_a_summary_settle_each_alone() -> None:
 
 
 def test_a_hostile_1mb_request_forwards_its_text_as_the_tags_allow() -> None:
-    policy = Policy(
-        models={"gpt-4o": ModelPolicy(context_window=400_000)},
-        tags=TagsPolicy(inline_in_user=True),  # the user's text read for tags: the worst case
-    )
-    tokenizer = TokenCounter().for_model("gpt-4o", policy)
+    tokenizer = TokenCounter().for_model("gpt-4o", TAGS_IN_USER)
     blocks = hostile_blocks(MB)
     forwarded = {  # a block's tags removed (its bad attributes reported); the rest as written
         "attribute name without =": "x",
@@ -233,15 +217,7 @@ def test_a_hostile_1mb_request_forwards_its_text_as_the_tags_allow() -> None:
         "self-closing": blocks["self-closing"],
     }
     for name, want in forwarded.items():
-        body = {
-            "model": "gpt-4o",
-            "messages": [
-                {"role": "system", "content": "rules"},
-                {"role": "user", "content": blocks[name]},
-                {"role": "user", "content": "q"},
-            ],
-        }
-        outcome = plan_request(body, policy, tokenizer, 400_000)
+        outcome = plan_in_user_text(blocks[name], tokenizer)
         assert outcome.body["messages"][1]["content"] == want, name
 
 
