@@ -179,7 +179,8 @@ def _pieces(blocks: list[dict[str, Any]]) -> list[list[int]]:
     if not pieces[-1]:
         pieces.pop()
     elif len(pieces) > 1:  # trailing text after the last call: with that call
-        pieces[-2] += pieces.pop()
+        trailing = pieces.pop()
+        pieces[-1] += trailing
     return pieces
 
 

@@ -6,7 +6,8 @@ A kept message gives back its original blocks, the very values that came in (wit
 result its `tool_result` block with the placeholder as content (its `tool_use_id` kept);
 a message the proxy made (a summary, a recall) a user text block. Then the API's rules:
 blocks of consecutive messages of one role are merged into one message (a user message's
-`tool_result` blocks first), and the first message is a user message.
+`tool_result` blocks first), an assistant message that began with its thinking still does,
+and the first message is a user message.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.anthropic.read import Converted
+from proxy.anthropic.read import SILENT_BLOCKS, Converted
 from proxy.items.read import MARK, PART_MARK
 
 TRIMMED_OPENING = "(The start of this conversation was trimmed to fit the context window.)"
@@ -63,6 +64,8 @@ def to_messages(body: dict[str, Any], conv: Converted, planned: list[Any]) -> di
             and all(a is b for a, b in zip(blocks, content, strict=True))
         )  # fmt: skip
         role = "assistant" if original.get("role") == "assistant" else "user"
+        if role == "assistant" and not whole:
+            blocks = _thinking_first(content, blocks)
         turns.append(Turn(role, blocks, original if whole else None))
         if i in made:
             turns.append(Turn("user", made[i]))
@@ -135,6 +138,27 @@ def _edited_blocks(content: list[Any], chosen: list[int], planned: Any) -> list[
             block.pop("citations", None)  # they point into the old text
         out.append((j, block))
     return out
+
+
+def _thinking_first(content: Any, blocks: list[Any]) -> list[Any]:
+    """An assistant message that began with its thinking begins with it still, whatever
+    of it was dropped: with extended thinking on, the API refuses one that starts with a
+    `tool_use` ("Expected `thinking` or `redacted_thinking`"). The blocks are the signed
+    ones that came in, unchanged; the API counts no earlier turn's thinking."""
+    if not isinstance(content, list):
+        return blocks
+    leading = []
+    for block in content:
+        if not (isinstance(block, dict) and block.get("type") in SILENT_BLOCKS):
+            break
+        leading.append(block)
+    if not leading or (blocks and _is_thinking(blocks[0])):
+        return blocks
+    return [*leading, *(b for b in blocks if not any(b is t for t in leading))]
+
+
+def _is_thinking(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in SILENT_BLOCKS
 
 
 def _not_a_result(block: Any) -> bool:

@@ -38,6 +38,7 @@ from proxy.planner.parts import (
     Run,
     add_summaries,
     build_layout,
+    max_output,
     measure,
     overhead,
     start_run,
@@ -140,7 +141,8 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
                 return stable
         add_summaries(layout, run.summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
-        planner = Planner(layout, policy, tokenizer, run.window, run.terms)
+        answer = max_output(body) or 0
+        planner = Planner(layout, policy, tokenizer, run.window, run.terms, answer)
         plan, out, after, note = _fitted(run, counted, Fit(planner, run, counted, budget), note)
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))

@@ -39,14 +39,15 @@ from quality_score import (  # noqa: E402
     kept_evidence,
     setup_kept,
 )
-from quality_sets import SETS, Msg, Stream, as_messages_body  # noqa: E402
+from quality_sets import SETS, Msg, Stream, as_messages_body, setup_length  # noqa: E402
 
 from proxy import anthropic  # noqa: E402
 from proxy.errors import ContextLengthExceeded  # noqa: E402
 from proxy.planner import plan_request  # noqa: E402
-from proxy.policy.model import CachePolicy, ModelPolicy, Policy  # noqa: E402
+from proxy.policy.model import CachePolicy, HistoryPolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
+from tests.coherence import coherence  # noqa: E402
 
 RESULTS = HERE / "results" / "quality.json"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -59,8 +60,9 @@ BUDGETS = {
     "agent-runs": (16000, 32000),
     "text-agent": (16000, 32000),
     "agent-runs-messages": (16000, 32000),
+    "techqa": (3276, 6553),  # windows of 4,096 and 8,192
 }
-METHODS = ("default", "per-request", "keep-newest")
+METHODS = ("default", "per-request", "relevance-off", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
 Method = Callable[[dict[str, Any]], list[Msg] | None]
 
@@ -79,6 +81,11 @@ class Tally:
     trimmed_tokens: int = 0
     cached: int = 0
     seconds: float = 0.0
+    split: int = 0  # turns split, over the answered trimmed requests
+    answered: int = 0
+    with_previous: int = 0  # answered trimmed requests with a history turn
+    previous: int = 0  # ... whose previous turn was forwarded
+    inverted: int = 0  # requests where one of the newest turns went before an older one
 
     def row(self, replay: bool) -> dict[str, Any]:
         n = max(self.trimmed, 1)
@@ -87,11 +94,15 @@ class Tally:
             "recall": round(self.kept / max(self.evidence, 1), 3),
             "fits_share": round(self.fits / n, 3),
             "setup_share": round(self.setup / n, 3),
+            "split_per_request": round(self.split / max(self.answered, 1), 3),
+            "previous_share": round(self.previous / max(self.with_previous, 1), 3),
             "cached_share": round(self.cached / max(self.trimmed_tokens, 1), 3) if replay else None,
         }
 
 
-def planner(tok: Any, budget: int, cache: bool, messages: bool = False) -> Callable[[], Method]:
+def planner(
+    tok: Any, budget: int, cache: bool, messages: bool = False, relevance: str = "bm25"
+) -> Callable[[], Method]:
     """A method factory: one term index per stream, as a worker keeps one. `messages`: the
     body is sent as Anthropic's Messages API takes it (converted, read into neutral
     messages, planned, written back as blocks, and read again for scoring: tool results
@@ -99,6 +110,7 @@ def planner(tok: Any, budget: int, cache: bool, messages: bool = False) -> Calla
     policy = Policy(
         models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
         cache=CachePolicy(enabled=cache),
+        history=HistoryPolicy(relevance=relevance),
     )
     window = round(budget / 0.8)
 
@@ -163,6 +175,12 @@ def run_stream(
         used = tok.count_request({**body, "messages": out})
         tally.fits += used <= budget
         tally.setup += setup_kept(messages, out)
+        seen = coherence(messages, out, setup_length(messages), budget, tok.count_message)
+        tally.answered += 1
+        tally.split += seen.split
+        tally.with_previous += seen.previous is not None
+        tally.previous += bool(seen.previous)
+        tally.inverted += seen.inverted
         if point.scored:
             tally.kept += kept_evidence(messages, out, point.evidence)
         if stream.replay:
@@ -184,6 +202,7 @@ def run(
             makers: dict[str, Callable[[], Method]] = {
                 "default": planner(tok, budget, True, blocks),
                 "per-request": planner(tok, budget, False, blocks),
+                "relevance-off": planner(tok, budget, True, blocks, "off"),
                 "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
             }
             for method in methods:
@@ -196,6 +215,8 @@ def run(
                     f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
                     f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
                     f"refused {row['refused']} cached {row['cached_share']} "
+                    f"split {row['split_per_request']} prev {row['previous_share']} "
+                    f"inverted {row['inverted']} "
                     f"({row['trimmed']} trimmed, {row['seconds']:.0f} s)",
                     flush=True,
                 )
@@ -205,8 +226,9 @@ def run(
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| data set | budget | method | trimmed requests | evidence recall | fits | "
-        "setup kept | refused | cached share (replays) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "setup kept | refused | split turns / request | previous turn kept | "
+        "recency inverted | cached share (replays) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, budgets in results.items():
         for budget, methods in budgets.items():
@@ -215,7 +237,8 @@ def table(results: dict[str, Any]) -> str:
                 lines.append(
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
                     f"{r['recall']:.3f} | {r['fits_share']:.3f} | {r['setup_share']:.3f} | "
-                    f"{r['refused']} | {cached} |"
+                    f"{r['refused']} | {r['split_per_request']:.2f} | "
+                    f"{r['previous_share']:.3f} | {r['inverted']} | {cached} |"
                 )
     return "\n".join(lines)
 

@@ -16,6 +16,8 @@ place from ../shared/data/ (each folder's README gives source and license).
   holding the paths, identifiers and lines of the call's command (bench_agents.py).
 - text-agent: the same runs sent as text: the command in a fenced block in the assistant
   message, its output back as a user message (as text-only agents work).
+- techqa: generated technical Q&A (techqa.py): short questions, long answers, and
+  questions about an early answer's setting.
 """
 
 from __future__ import annotations
@@ -382,7 +384,14 @@ SETS = {
     # The same runs sent as Messages bodies (bench_quality.py plans them through the
     # Messages API's read and write steps).
     "agent-runs-messages": agent_runs,
+    "techqa": lambda limit=0: _techqa(limit),
 }
+
+
+def _techqa(limit: int) -> list[Stream]:
+    from techqa import techqa  # it builds on this module's types
+
+    return techqa(limit)
 
 
 def iter_points(streams: Sequence[Stream]) -> Iterator[tuple[Stream, Point]]:

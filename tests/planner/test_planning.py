@@ -128,10 +128,21 @@ def test_over_budget_fits_and_keeps_required_and_order() -> None:
     fwd = out.body["messages"]
     assert fwd[0] is msgs[0] and fwd[-1] is msgs[-1]
     assert fwd[1] is msgs[1]  # the setup: every message before the first answer
-    positions = [msgs.index(m) for m in fwd]
-    assert positions == sorted(positions)
-    # recency: what is kept of history is the newest, contiguous
-    assert positions[2:] == list(range(positions[2], len(msgs)))
+    # The opening (what answered the setup) stays, as its placeholder at least; then one
+    # marker for the turns omitted; then the newest turns, whole and in order.
+    assert fwd[2]["role"] == "assistant" and fwd[2]["content"].startswith("[context-proxy: reply")
+    assert fwd[3] == {"role": "user", "content": f"[context-proxy: {omitted(fwd)} earlier turns omitted]"}
+    positions = [msgs.index(m) for m in fwd[4:]]
+    # recency: what is kept of history is the newest turns, contiguous, none split
+    assert positions == list(range(positions[0], len(msgs)))
+    assert msgs[positions[0]]["role"] == "user"
+
+
+def omitted(fwd: list[dict[str, Any]]) -> int:
+    """The turns a forwarded chat of chat() dropped: 40 turns and the opening, less those
+    that came through."""
+    kept = sum(1 for m in fwd[4:-1] if m["role"] == "user")
+    return 39 - kept
 
 
 def test_max_tokens_reserves_output() -> None:
@@ -158,40 +169,62 @@ def test_real_tokenizer_fits(tokenizer_model: str) -> None:
 # --- required overflow ----------------------------------------------------------------------
 
 
-def test_required_overflow_rejects_with_a_breakdown() -> None:
-    body = body_of([sys(words(300)), user(words(600))])
+def test_required_overflow_within_the_window_is_forwarded_alone() -> None:
+    """Required parts over the budget but within the window less the answer's reserve go
+    alone (everything optional dropped), over the budget: never a refusal the client would
+    not have had without the proxy."""
+    body = body_of([sys(words(300)), user("task"), assistant(words(200)), user(words(600))])
+    out = plan_request(body, OFF, WORDS, 1000)
+    assert out.budget == 800 < out.tokens_after <= 1000 - 16
+    fwd = out.body["messages"]
+    assert fwd[0] is body["messages"][0] and fwd[1] is body["messages"][1]
+    assert fwd[-1] is body["messages"][-1]
+    assert fwd[2]["content"] == "[context-proxy: reply of 204 tokens omitted]"  # the opening
+    assert out.problems == [
+        "required parts over the budget by 126 tokens: forwarded alone, within the context window"
+    ]
+    # The answer's reserve counts: with max_tokens the same parts no longer fit.
+    with pytest.raises(ContextLengthExceeded) as info:
+        plan_request({**body, "max_tokens": 100}, OFF, WORDS, 1000)
+    assert "max_tokens" in info.value.message
+
+
+def test_required_overflow_past_the_window_rejects_with_a_breakdown() -> None:
+    body = body_of([sys(words(300)), user(words(900))])
     with pytest.raises(ContextLengthExceeded) as info:
         plan_request(body, OFF, WORDS, 1000)
     message = info.value.message
-    assert "800" in message and "system_prompt" in message and "recent_messages" in message
+    assert "budget of 800" in message and "context window of 1,000" in message
+    assert "system_prompt" in message and "recent_messages" in message
     assert info.value.code == "context_length_exceeded"
 
 
 def test_required_overflow_cuts_the_system_prompt_last() -> None:
-    """The operator's system prompt is never cut while anything else could be: the
-    setup's user part first, then the current turn, then the system prompt."""
+    """Past the window's limit, `truncate` cuts the required parts to that limit: never the
+    operator's system prompt while anything else could be cut: the setup's user part
+    first, then the current turn, then the system prompt."""
     policy = Policy(
         budget=BudgetPolicy(on_required_overflow="truncate"), history=HistoryPolicy(relevance="off")
     )
     task = user("the task " + words(300, "t"))
     body = body_of([sys(words(500)), task, assistant("ok"), user(words(300))])
-    out = plan_request(body, policy, WORDS, 1200)
+    out = plan_request(body, policy, WORDS, 1000)
     fwd = out.body["messages"]
-    assert out.tokens_after <= 960
+    assert 800 < out.tokens_after <= 1000 - 16
     assert fwd[0]["content"] == body["messages"][0]["content"]  # the system prompt whole
     assert fwd[1]["content"].startswith("the task t0 t1") and fwd[1]["content"].endswith(MARKER)
     assert fwd[-1]["content"] == body["messages"][-1]["content"]  # current turn untouched
     # Over by more: the task keeps its start (MIN_SETUP_PART), the current turn is cut
     # next, and the system prompt only when nothing else is left to cut.
-    out = plan_request(body, policy, WORDS, 1000)
+    out = plan_request(body, policy, WORDS, 800)
     fwd = out.body["messages"]
-    assert out.tokens_after <= 800
+    assert out.tokens_after <= 800 - 16
     assert fwd[0]["content"] == body["messages"][0]["content"]
     assert WORDS.count_text(fwd[1]["content"]) >= 128
     assert fwd[-1]["content"].endswith(MARKER)
     out = plan_request(body_of([sys(words(700)), user(words(300))]), policy, WORDS, 700)
     fwd = out.body["messages"]
-    assert out.tokens_after <= 560
+    assert out.tokens_after <= 700 - 16
     assert fwd[0]["content"].endswith(MARKER) and fwd[-1]["content"].endswith(MARKER)
 
 
@@ -199,14 +232,14 @@ def test_required_overflow_cuts_current_turn_when_it_must() -> None:
     policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
     body = body_of([sys("short"), user(words(2000))])
     out = plan_request(body, policy, WORDS, 1000)
-    assert out.tokens_after <= 800
+    assert out.tokens_after <= 1000 - 16
     assert out.body["messages"][-1]["content"].endswith(MARKER)
     assert out.truncated == 1
 
 
 def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came() -> None:
     # Found by the planner's property test: the required parts (two opaque messages and an
-    # empty turn) are over a tiny budget and nothing can be cut. The original body goes
+    # empty turn) are over a tiny window and nothing can be cut. The original body goes
     # (its bytes, not a copy), and the overflow is told once, with its real size.
     policy = Policy(budget=BudgetPolicy(on_required_overflow="truncate"))
     body = body_of([None, None, user("", name="m2")])
@@ -214,7 +247,8 @@ def test_required_overflow_with_nothing_to_cut_forwards_the_request_as_it_came()
     assert out.body is body and not out.changed and out.trimmed == 0
     assert out.tokens_after == out.tokens_before == 18 > out.budget == 16
     assert out.problems[-2:] == [
-        "required parts over the budget by 2 tokens: cut, the current turn and the system prompt last",
+        "required parts over the budget by 2 tokens and the context window's limit by 14: "
+        "cut, the current turn and the system prompt last",
         "could not fit the budget of 16 tokens; sent 18",
     ]
 
@@ -375,8 +409,13 @@ def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
     reminder = by_msg[(4, "block")]
     assert reminder.action == "truncate"
     assert reminder.tokens_after >= 40  # floor(800 * 0.05): its own reservation
-    assert by_msg[(3, "message")].action == "keep"  # high priority history first
-    assert by_msg[(2, "message")].action == "drop"  # then no room for the older
+    # high priority history first: the newest turn's question, its reply replaced by its
+    # placeholder (it does not fit beside the reminder's reservation), never half a turn
+    assert by_msg[(2, "message")].action == "keep"
+    assert by_msg[(3, "message")].action == "clear"
+    assert by_msg[(3, "message")].tokens_after == WORDS.count_message(
+        {"role": "assistant", "content": "[context-proxy: reply of 405 tokens omitted]"}
+    )
     assert out.tokens_after <= out.budget
 
 

@@ -139,7 +139,9 @@ def test_any_json_body_gives_a_plan_or_a_proxy_error(value: Any) -> None:
         orjson.dumps(outcome.body)  # always serializable
         assert not any(isinstance(m, dict) and "x_context" in m for m in outcome.body["messages"])
         if outcome.budget is not None and policy is SMALL_WINDOW:
-            assert outcome.tokens_after <= outcome.budget
+            # Within the budget, or the required parts alone within the window's limit.
+            alone = any("forwarded alone" in p for p in outcome.problems)
+            assert outcome.tokens_after <= (300 - 16 if alone else outcome.budget)
 
 
 @settings(max_examples=200, deadline=None)

@@ -20,9 +20,12 @@ from proxy.planner.budget.clearing import Clearable, clearable, may_clear, pick,
 from proxy.planner.budget.clusters import Substitution, settle
 from proxy.planner.budget.decide import decide
 from proxy.planner.budget.grants import Choices, grant, reservations
-from proxy.planner.budget.overflow import overflow
+from proxy.planner.budget.overflow import Over, overflow
+from proxy.planner.budget.pinned import pin_turns
 from proxy.planner.budget.setup_cut import setup_cuts
 from proxy.planner.budget.state import PlanState
+from proxy.planner.budget.turn_choices import recent_room
+from proxy.planner.budget.turn_recall import recall_room
 from proxy.planner.history import Dedupe, dedupe, may_repeat
 from proxy.planner.parts import Action, Decision, Kind, Layout
 from proxy.policy import Policy
@@ -41,6 +44,7 @@ class Plan:
     # decisions are made only when the report asks for them.
     kept: list[bool] | None = None
     counts: dict[Action, int] | None = None
+    over: bool = False  # the required parts alone exceed the budget: held to the window
 
     @property
     def decisions(self) -> dict[int, Decision]:
@@ -48,15 +52,6 @@ class Plan:
             self.rest()
             self.rest = None
         return self.made
-
-
-# The share of the room left by the required parts that the newest turns hold at most
-# (high priority, kept newest first; the newest alone up to older_order.NEWEST_FACTOR times
-# it); the rest of them is ranked with older history. Evidence recall on tau-airline at
-# 2,800 / 3,500 tokens (with excerpts): a quarter 0.495 / 0.643, a tenth 0.504 / 0.670,
-# none 0.541 / 0.696; but with none, the message a user answers ("yes, book that one")
-# was forwarded in 33% of LoCoMo's trimmed requests (a tenth, a quarter: 100%).
-RECENT_SHARE = 0.1
 
 
 class Planner:
@@ -70,10 +65,13 @@ class Planner:
         tokenizer: Tokenizer,
         window: int | None,
         terms: TermIndex | None = None,
+        answer: int = 0,
     ) -> None:
         self.state = PlanState(layout, policy, tokenizer, terms)
         self.layout = layout
         self.window = window
+        self.answer = answer  # the tokens the request's max_tokens keeps for the answer
+        self._budget = 0  # the budget prepared for
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
         self._required: tuple[list[int], dict[Section, int]] | None = None
         # Old tool results that may be cleared, in order (made when a plan first needs
@@ -83,15 +81,17 @@ class Planner:
         self._optional: list[bool] = []
         self._uncleared: dict[int, int] = {}
         self._capped = False  # what depends on the budget made (prepare)
+        self.recall = 0  # tokens kept for the recall of omitted turns (turn_recall.py)
 
     def prepare(self, budget: int, fixed: int) -> None:
         """What depends on the budget and is made once, before any plan (re-plans that
         tighten it keep it): a setup over half of `budget` cut (setup_cut.py), its cut
-        parts then required at their cut size; the room the newest turns hold at most
-        (older_order.cap_recent), RECENT_SHARE of what `fixed` and the required parts leave."""
+        parts then required at their cut size; the previous turn pinned (pinned.py); the
+        room the newest turns hold at most (turn_choices.recent_room) and the recall's."""
         if self._capped:
             return
         self._capped = True
+        self._budget = budget
         state = self.state
         cuts = setup_cuts(state, self.required()[0], budget)
         for key, decision in cuts.items():
@@ -100,7 +100,11 @@ class Planner:
         if cuts:
             self._required = None  # their costs changed
         left = budget - fixed - sum(self.required()[1].values())
-        state.recent_room = max(0, math.floor(left * RECENT_SHARE))
+        previous = pin_turns(state, left)
+        if state.preset.keys() - cuts.keys() or state.opening:
+            self._required = None  # the pinned parts are required now
+        self.recall = recall_room(state, left)
+        state.recent_room = recent_room(left, previous)
 
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""
@@ -111,9 +115,11 @@ class Planner:
         available = budget - fixed - sum(by_section.values())
         reserved = {s: math.floor(budget * r) for s, r in ratios.items()}
         if available < 0:
-            over = (-available, budget, fixed, state.marker)
-            cut = overflow(state, self.window, required, over)
-            return Plan(cut, reserved, dict(by_section))
+            # A re-plan's tighter target tightens the limit as much (fit.py).
+            limit = self.limit - (self._budget - budget)
+            over = Over(-available, budget, fixed, state.marker, limit, self.answer)
+            cut = overflow(state, self.window, required, by_section, over)
+            return Plan(cut, reserved, dict(by_section), over=True)
         keep, msg, start = Action.KEEP, layout.msg, layout.current_start
         now, before = "required (current turn)", "required"
         decisions = {
@@ -123,6 +129,8 @@ class Planner:
         if self._prepared is None:  # the same for every budget: made once, re-plans reuse it
             optional = [True] * len(cost)
             for k in required:
+                optional[k] = False
+            for k in state.preset:  # pinned, or a setup's cut: decided already
                 optional[k] = False
             found = dedupe(layout, self._dedupable(optional)) if may_repeat(layout) else Dedupe()
             count = state.tokenizer.count_text
@@ -138,7 +146,7 @@ class Planner:
             if not may_clear(state):
                 self._clearable = []
         if self._clearable is None or self._clearable:  # cleared as far as this budget needs
-            self._clear(budget - fixed - sum(by_section.values()))
+            self._clear(available)
         found, choices = self._prepared
         for key, reason in found.removed.items():
             decisions[key] = Decision(Action.DEDUPE, reason)
@@ -158,7 +166,9 @@ class Planner:
             for c, s in enumerate(choices.section):
                 allocated[s] = allocated.get(s, 0) + grants.get(c, 0)
         plan = Plan(decisions, reserved, allocated)
-        whole = None if state.cleared or state.preset else _whole(choices, sub, found)
+        # Turns are applied one by one (trim.py marks the stretches of those omitted).
+        plain = not (state.cleared or state.preset or state.turns)
+        whole = _whole(choices, sub, found) if plain else None
         if whole is None:
             decide(state, choices, sub, found.rewritten, decisions)
             return plan
@@ -205,6 +215,20 @@ class Planner:
         trails_last(choices, cleared)
         self._prepared = self._prepared[0], choices
 
+    @property
+    def choices(self) -> Choices | None:
+        """The choices of the last plan (None before any)."""
+        return self._prepared[1] if self._prepared is not None else None
+
+    @property
+    def limit(self) -> int:
+        """What the required parts may take alone: the context window less the answer's
+        reserve and a margin (the contract's window - max_output - 16); the budget when
+        no window is known."""
+        if self.window is None:
+            return self._budget
+        return self.window - self.answer - 16
+
     def required(self) -> tuple[list[int], dict[Section, int]]:
         """The required items' keys, and their cost per section (the same for every plan)."""
         if self._required is None:
@@ -215,6 +239,10 @@ class Planner:
             by_section: dict[Section, int] = {}
             for k in keys:
                 by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+            opening = self.state.opening
+            if opening is not None:  # its placeholder is required (pinned.py)
+                s = section[opening.keys[0]]
+                by_section[s] = by_section.get(s, 0) + opening.mask.tokens
             self._required = keys, by_section
         return self._required
 
@@ -223,6 +251,14 @@ class Planner:
         layout = self.layout
         kind, msg, fields = layout.kind, layout.msg, layout.fields
         units, unit_of = layout.units, layout.unit_of
+        # A turn's messages are never deduped: a repeated question keeps its own reply.
+        turns = self.state.turns
+        if turns:
+            optional = optional.copy()
+            base = layout.base
+            for turn in turns:
+                for i in (*turn.question, *turn.reply, *turn.attached):
+                    optional[base[i]] = False
         if not fields and len(units) == len(layout.base) == len(kind):
             return list(compress(range(len(optional)), optional))  # messages, each alone
         message, opaque, summary = Kind.MESSAGE, Kind.OPAQUE, Kind.SUMMARY

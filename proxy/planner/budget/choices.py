@@ -15,6 +15,7 @@ from proxy.planner.budget.cuts import cut_floor
 from proxy.planner.budget.grants import LAST_RANK, Choices
 from proxy.planner.budget.older_order import order_older
 from proxy.planner.budget.state import PlanState
+from proxy.planner.budget.turn_choices import bind_turns, order_recent
 from proxy.planner.parts import Kind
 from proxy.types import Overflow, Priority, Section
 
@@ -26,14 +27,27 @@ _RESERVATION_ONLY = 4  # a rank the leftover pass (ranks 1-3) never reaches
 
 
 def make_choices(state: PlanState, optional: list[bool]) -> Choices:
-    """One choice per optional unit (a message or a whole tool group), block or section;
+    """One choice per optional unit (a message or a whole tool group), block or section,
+    then the history's bound into turns (turn_choices.py) and put in keep order;
     `optional`: per item, optional and not deduped."""
     layout = state.layout
+    choices = None
     if len(layout.units) == len(layout.base) == len(optional):
         choices = _message_choices(state, optional)
-        if choices is not None:
-            order_older(state, choices)
-            return choices
+    if choices is None:
+        choices = _unit_choices(state, optional)
+    turns = state.turns
+    if turns:
+        bound = bind_turns(state, choices, turns)
+        keep_recent = state.policy.history.keep_recent
+        order_recent(state, choices, bound, keep_recent, state.recent_room or 0)
+    order_older(state, choices)
+    return choices
+
+
+def _unit_choices(state: PlanState, optional: list[bool]) -> Choices:
+    """make_choices one unit, block or section at a time."""
+    layout = state.layout
     choices = Choices()
     unit_choice: dict[int, int] = {}
     base, section, priority, msg = layout.base, layout.section, layout.priority, layout.msg
@@ -103,7 +117,6 @@ def make_choices(state: PlanState, optional: list[bool]) -> Choices:
             elif k_kind is Kind.BLOCK or k_kind is Kind.HEADING:
                 u = unit_of[msg[key]]
                 _add(state, choices, (key,), unit_choice.get(u) if len(units[u]) > 1 else None)
-    order_older(state, choices)
     return choices
 
 

@@ -11,6 +11,9 @@ from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
 from proxy.planner.parts import OVER_BUDGET, Action, Decision, Kind
 
+TURN_DROPPED = "its turn was dropped"
+REPLY_OMITTED = "reply omitted: over budget"
+
 
 def decide(
     state: PlanState,
@@ -30,11 +33,13 @@ def decide(
     hosts, costs = choices.host, choices.cost
     n = len(costs)
     cleared = state.cleared
+    masks = choices.mask
     if (
         not members
         and not placed
         and not rewritten
         and not cleared
+        and not masks
         and len(grants) == n
         and hosts.count(None) == n
     ):
@@ -75,7 +80,7 @@ def decide(
                         d = kept[tokens] = Decision(keep, "fits the budget", None, tokens)
                     decisions[key] = d
                 continue
-            if grant == 0 and host is None and not placed:
+            if grant == 0 and host is None and not placed and c not in masks:
                 for key in keys:
                     decisions[key] = dropped[priority[key]]
                 continue
@@ -100,11 +105,24 @@ class Granted:
         layout = state.layout
         if c in sub.members and c not in sub.active:
             return Decision(Action.DROP, "summary: its cluster was kept whole")
+        mask = choices.mask.get(c) if grant == 0 else None
+        if mask is not None:  # a turn's reply: its placeholder beside its question
+            host = choices.host[c]
+            shown = host is None or bool(sub.grants.get(host))  # None: a question required
+            if not shown:
+                return Decision(Action.DROP, TURN_DROPPED)
+            if key != mask.key:
+                return Decision(Action.DROP, REPLY_OMITTED)
+            return Decision(Action.CLEAR, REPLY_OMITTED, mask.text, mask.tokens)
         if grant == 0:
             if key in placed:
                 where = layout.msg[placed[key]]
                 return Decision(Action.SUMMARIZE, f"replaced by the summary in message {where}")
-            if choices.host[c] is not None:
+            host = choices.host[c]
+            if host is not None and not sub.grants.get(host):
+                lead = choices.items[host][0]
+                if layout.role[lead] == "user":
+                    return Decision(Action.DROP, TURN_DROPPED)
                 return Decision(Action.DROP, "its tool group was dropped")
             return Decision(Action.DROP, OVER_BUDGET[layout.priority[key]])
         if c in sub.active:

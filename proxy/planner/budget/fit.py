@@ -13,8 +13,9 @@ from typing import Any
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget.allocation import Plan, Planner
 from proxy.planner.budget.note import budget_note, note_cost
-from proxy.planner.budget.required_parts import describe
+from proxy.planner.budget.required_parts import describe, limit_phrase, shorten
 from proxy.planner.budget.trim import apply, with_note
+from proxy.planner.budget.turn_recall import turn_recall, with_recall
 from proxy.planner.parts import Counted, Layout, Run, count_message, overhead
 from proxy.types import Body, Tokenizer
 
@@ -50,6 +51,19 @@ class Fit:
             self._known = known_counts(self.layout, self.full)
         return self._known
 
+    def _recalled(self, plan: Plan, out: list[Any], after: int) -> tuple[list[Any], int]:
+        """`out` with the recall of the omitted turns (turn_recall.py) in what is left."""
+        planner, layout = self.planner, self.layout
+        choices = planner.choices
+        if choices is None:
+            return out, after
+        message = turn_recall(planner.state, choices, plan.decisions, self.budget - after)
+        if message is None:
+            return out, after
+        recalled = with_recall(out, message, layout.stripped[layout.current_start])
+        counted = count_forwarded(self.tokenizer, self.body, recalled, self.known)
+        return (recalled, counted) if counted <= self.budget else (out, after)
+
     def run(self, note: bool) -> tuple[Plan, list[Any], int]:
         """The plan, the forwarded messages and their count (over budget only when even
         the tightest plan did not fit, or the required parts alone overflow)."""
@@ -57,7 +71,8 @@ class Fit:
         reserve = self.fixed + (note_cost(tokenizer, budget, layout.stripped) if note else 0)
         self.planner.prepare(budget, reserve)
         floor = reserve + sum(self.planner.required()[1].values())
-        target = budget
+        recall = self.planner.recall
+        target = budget - recall
         for attempt in range(ATTEMPTS):
             plan = self.planner.plan(target, reserve)
             if plan.kept is not None and not note and not layout.split and not layout.extra:
@@ -66,26 +81,34 @@ class Fit:
                 counted = sum(compress(self.full, plan.kept))
                 after = counted + overhead(tokenizer, self.body, out)
             else:
-                out = apply(layout, plan.decisions)
+                out = apply(layout, plan.decisions, self.planner.state.turns)
                 if note:
                     out = with_note(out, budget_note(layout, plan.decisions, budget, None))
                 after = count_forwarded(tokenizer, self.body, out, self.known)
-            if after <= budget:
+            if after <= budget or (plan.over and after <= self.planner.limit):
+                if recall and not plan.over:
+                    out, after = self._recalled(plan, out, after)
                 return plan, out, after
             # Tighten faster each round: a cut item can absorb a small step without a change.
             excess = (after - budget) << attempt
-            if target > floor:
+            if plan.over:
+                excess = (after - self.planner.limit) << attempt
+            if target > floor and not plan.over:
                 target = max(floor, target - excess)
             elif self.policy.budget.on_required_overflow == "truncate":
                 target -= excess
             else:
-                required = self.planner.required()[0]
-                figures = (after, budget, self.planner.window, self.fixed)
-                named = describe(layout, required, self.planner.state.cost, figures)
+                planner = self.planner
+                required, by_section = planner.required()
+                window, answer = planner.window, planner.answer
+                limit = limit_phrase(window, answer, planner.limit)
+                figures = (after, budget, window, self.fixed)
+                named = describe(layout, required, planner.state.cost, figures, limit, answer)
                 raise ContextLengthExceeded(
                     named
-                    or f"The required parts of this request need {after:,} tokens but the "
-                    f"budget is {budget:,}; shorten the system prompt or the last message."
+                    or f"The required parts of this request need {after:,} tokens: over the "
+                    f"budget of {budget:,}, and more than {limit}. {shorten(by_section, answer)}, "
+                    "or use a model with a larger context window."
                 )
         window = self.planner.window
         if window is not None and after > window:  # never forwarded over the window

@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from proxy.planner.budget.placeholders import Mask
 from proxy.types import Section
 
 SECTIONS = tuple(Section)  # the contract's order: ties between sections follow it
@@ -70,6 +71,8 @@ class Choices:
     singles: bool = False  # every choice one item, none hosted (each message its own)
     lead: list[int] | None = None  # when `singles`: each choice's item
     keep_ranks: list[int] | None = None  # with `keep`: the ranks along it (ascending)
+    # A turn's reply (turn_choices.py): its placeholder when not granted beside its question.
+    mask: dict[int, Mask] = field(default_factory=dict)
 
     @property
     def items(self) -> list[tuple[int, ...]]:
@@ -113,15 +116,20 @@ def grant(
 ) -> list[int]:
     """allocate for the `active` choices (indexes into `choices`): one grant each, in order."""
     every = len(active) == len(choices.rank)
+    host: Sequence[int | None]
     if every:  # every choice (active is ascending): p is c
         rank, section = choices.rank, choices.section
         cost, floor, contiguous = choices.cost, choices.floor, choices.contiguous
+        host = choices.host
     else:
         rank = [choices.rank[c] for c in active]
         section = [choices.section[c] for c in active]
         cost = [choices.cost[c] for c in active]
         floor = [choices.floor[c] for c in active]
         contiguous = [choices.contiguous[c] for c in active]
+        at = {c: p for p, c in enumerate(active)}
+        # A host that is not active is never granted: what it hosts is not either.
+        host = [None if h is None else at.get(h, -1) for h in map(choices.host.__getitem__, active)]
     n = len(rank)
     keep = choices.keep
     if keep is not None and every and n:  # one section in a known order: the lean case
@@ -133,7 +141,7 @@ def grant(
         leftover = [run for r, run in runs_of if r in _LEFTOVER_RANKS]
         leftover += [run for r, run in runs_of if r == LAST_RANK]
         reserve = [run for r, run in runs_of if r != LAST_RANK]
-        columns = (cost, floor, contiguous)
+        columns = (cost, floor, contiguous, host)
         return _grant_runs([(room, reserve)], leftover, columns, available)
     by_section: dict[Section, list[int]] = {s: [] for s in SECTIONS}
     if keep is not None and n:  # one section, its keep order known
@@ -174,19 +182,21 @@ def grant(
     leftover = [
         runs[(r, s)] for r in (*_LEFTOVER_RANKS, LAST_RANK) for s in SECTIONS if (r, s) in runs
     ]
-    return _grant_runs(reservation, leftover, (cost, floor, contiguous), available)
+    return _grant_runs(reservation, leftover, (cost, floor, contiguous, host), available)
 
 
 def _grant_runs(
     reservation: list[tuple[int, list[list[int]]]],
     leftover: list[list[int]],
-    columns: tuple[Sequence[int], Sequence[int], Sequence[bool]],
+    columns: tuple[Sequence[int], Sequence[int], Sequence[bool], Sequence[int | None]],
     available: int,
 ) -> list[int]:
     """The two passes of `grant`: each section's reservation over its runs (each rank's
-    choices in keep order), then what is left over the runs in `leftover`'s order."""
-    cost, floor, contiguous = columns
+    choices in keep order), then what is left over the runs in `leftover`'s order. A
+    hosted choice is granted only once its host is (-1: a host that never is)."""
+    cost, floor, contiguous, host = columns
     grants = [0] * len(cost)
+    hosted = host.count(None) != len(host)
     pool = available
     for reserved, section in reservation:
         room = min(reserved, pool)
@@ -196,6 +206,8 @@ def _grant_runs(
             for p in run:
                 if room <= 0:
                     break
+                if hosted and (h := host[p]) is not None and (h < 0 or not grants[h]):
+                    continue
                 need = cost[p]
                 if need <= room:
                     grants[p] = need
@@ -213,6 +225,8 @@ def _grant_runs(
                 return grants
             need = cost[p] - grants[p]
             if need == 0:
+                continue
+            if hosted and (h := host[p]) is not None and (h < 0 or not grants[h]):
                 continue
             if need <= pool:
                 grants[p] = cost[p]

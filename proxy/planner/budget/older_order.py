@@ -1,5 +1,5 @@
-"""Older history's keep order: the newest turns up to their room (the rest join the older
-history), then the older history by what the request is doing now (history/rank.py)."""
+"""Older history's keep order: by what the request is doing now (history/rank.py), each
+turn's question before what it hosts."""
 
 from __future__ import annotations
 
@@ -7,51 +7,18 @@ from itertools import compress
 
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
+from proxy.planner.budget.turn_choices import hosts_first
 from proxy.planner.history import keep_order, merits, now_of, per_token, reused
 from proxy.types import Priority, Section
 
 _TOOL_ROLES = ("tool", "function")
 
-# The newest two of the newest turns (the message the user answers, and what it answered)
-# hold up to this many times the room the others share: what the user replies to stays,
-# even when long (a list of options); on tau-airline it is forwarded in 71% of trimmed
-# requests (46% without).
-NEWEST_FACTOR = 2.5
-NEWEST_UNITS = 2
-
-
-def cap_recent(state: PlanState, choices: Choices) -> None:
-    """The newest turns (high priority recent_messages, kept newest first) hold at most
-    `state.recent_room` tokens: the rest of them join the older history, ranked with it.
-    On a small budget a run of recent turns would otherwise take all the room the
-    required parts leave, and nothing older could be kept for what the request needs
-    (tau-airline at 2,800 tokens: evidence recall 0.31 with the run uncapped, 0.43
-    capped at a quarter of that room, with the ranking below)."""
-    room, rank, section = state.recent_room, choices.rank, choices.section
-    if room is None:
-        return
-    high, recent, low = Priority.HIGH.rank, Section.RECENT_MESSAGES, Priority.LOW.rank
-    runs = [c for c in range(len(rank)) if rank[c] == high and section[c] is recent]
-    used = 0
-    moved = False
-    msg, items = state.layout.msg, choices.items
-    for n, c in enumerate(sorted(runs, key=lambda c: -msg[items[c][0]])):  # the newest first
-        used += choices.cost[c]
-        if used > (room if n >= NEWEST_UNITS else room * NEWEST_FACTOR):
-            rank[c] = low
-            moved = True
-    if moved and choices.keep is not None:  # keep order: by rank, newest first within one
-        choices.keep.sort(key=rank.__getitem__)
-        choices.keep_ranks = [rank[c] for c in choices.keep]
-
 
 def order_older(state: PlanState, choices: Choices) -> None:
-    """Older history (low priority recent_messages) in keep order by what the request is
-    doing now (history/rank.py), if relevance is on."""
-    cap_recent(state, choices)
+    """Older history (low priority recent_messages) in keep order: by what the request is
+    doing now (history/rank.py) when relevance is on, else the newest first; a turn's
+    question always before its reply and exchanges (turn_choices.hosts_first)."""
     history = state.policy.history
-    if history.relevance != "bm25":
-        return
     section, low = Section.RECENT_MESSAGES, Priority.LOW.rank
     if choices.keep is not None:  # one section: the low ones, if it is recent_messages
         older = []
@@ -65,32 +32,41 @@ def order_older(state: PlanState, choices: Choices) -> None:
         ]
     if not older:
         return
-    known = state.older_merits
-    if known is not None and known[0] == tuple(older):
-        merit, positions = known[1], known[2]
+    hosted = any(choices.host[c] is not None for c in older)
+    if history.relevance != "bm25":
+        if not hosted:
+            return
+        msg, items = state.layout.msg, choices.items
+        ordered = sorted(older, key=lambda c: -msg[items[c][0]])  # the newest first
     else:
-        texts, positions, groups = _older_texts(state, choices, older)
-        layout, items = state.layout, choices.items
-        reuse = (
-            reused(layout, [items[c] for c in older], state.terms) if groups else [0] * len(older)
-        )
-        merit = merits(texts, reuse, now_of(layout), state.terms)
-        state.older_merits = tuple(older), merit, positions
-    costs = [choices.cost[c] for c in older]
-    values = per_token(merit, costs)
-    sequence = keep_order(values, positions, history.neighbors)
-    contiguous, keep = choices.contiguous, choices.keep
-    for c in older:
-        contiguous[c] = False
+        known = state.older_merits
+        if known is not None and known[0] == tuple(older):
+            merit, positions = known[1], known[2]
+        else:
+            texts, positions, groups = _older_texts(state, choices, older)
+            layout, items = state.layout, choices.items
+            reuse = (
+                reused(layout, [items[c] for c in older], state.terms)
+                if groups
+                else [0] * len(older)
+            )
+            merit = merits(texts, reuse, now_of(layout), state.terms)
+            state.older_merits = tuple(older), merit, positions
+        costs = [choices.cost[c] for c in older]
+        values = per_token(merit, costs)
+        sequence = keep_order(values, positions, history.neighbors)
+        ordered = [older[j] for j in sequence]
+        for c in older:
+            choices.contiguous[c] = False
+    if hosted:
+        ordered = hosts_first(choices, ordered)
+    keep = choices.keep
     if keep is not None:  # one section (recent_messages): its low run is the sequence
         first = next(p for p, c in enumerate(keep) if choices.rank[c] == low)
-        keep[first : first + len(older)] = [older[j] for j in sequence]
+        keep[first : first + len(older)] = ordered
         return
-    rank = [0] * len(sequence)  # each older choice's place in the sequence
-    for r, j in enumerate(sequence):
-        rank[j] = r
     order = choices.order
-    for c, r in zip(older, rank, strict=True):
+    for r, c in enumerate(ordered):
         order[c] = (float(r),)
 
 
@@ -120,8 +96,11 @@ def _older_texts(
         if len(keys) == 1:
             k = keys[0]
             texts.append("" if loop else (text[k] if k in text else texts_of[k]))
-        else:  # a tool exchange or a step: what its results hold (a cleared one, as it came)
+        elif any(layout.role[k] in _TOOL_ROLES for k in keys):
+            # a tool exchange or a step: what its results hold (a cleared one, as it came)
             groups = True
             texts.append(" ".join(texts_of[k] for k in keys if layout.role[k] in _TOOL_ROLES))
+        else:  # a question or a reply of several messages
+            texts.append("" if loop else " ".join(text.get(k, texts_of[k]) for k in keys))
         positions.append(msg[keys[0]])
     return texts, positions, groups

@@ -1,53 +1,84 @@
-"""Overflow: the required parts alone exceed the budget -> reject, or cut them."""
+"""Overflow: the required parts alone exceed the budget -> fewer protected exchanges, or the
+required parts alone within the context window, or past it a refusal or a cut."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget.agent_overflow import agent_overflow
 from proxy.planner.budget.grants import cut_required
-from proxy.planner.budget.required_parts import describe
+from proxy.planner.budget.required_parts import describe, limit_phrase, shorten
 from proxy.planner.budget.setup_cut import MIN_SETUP_PART
 from proxy.planner.budget.state import PlanState
 from proxy.planner.parts import MARKER, Action, Decision, Kind, Layout
 from proxy.types import Priority, Section
 
 _OVERFLOW = "required parts over the budget by "
+ALONE = "forwarded alone, within the context window"
+NO_ROOM = "no room: the required parts fill the budget"
 _FEWER = "protected tool exchanges over the budget by "
 _OPERATOR = ("system", "developer")
 
 
+@dataclass(frozen=True, slots=True)
+class Over:
+    """A plan's figures when its required parts alone exceed its target: the excess over
+    the target, the target, the request's overhead, the marker's tokens, and the limit the
+    required parts may take alone (the context window less the answer's reserve)."""
+
+    excess: int
+    budget: int
+    fixed: int
+    marker: int
+    limit: int
+    answer: int  # the tokens max_tokens keeps for the answer (0: none)
+
+
 def overflow(
-    state: PlanState, window: int | None, required: list[int], over: tuple[int, int, int, int]
+    state: PlanState,
+    window: int | None,
+    required: list[int],
+    by_section: Mapping[Section, int],
+    over: Over,
 ) -> dict[int, Decision]:
-    """Decisions when `required` items (keys) alone exceed the budget: reject (raises
-    ContextLengthExceeded), or cut them, current turn last. `over`: (excess tokens, budget,
-    request overhead, marker tokens)."""
-    excess, budget, fixed, marker = over
+    """Decisions when `required` items (keys) alone exceed the budget: fewer of the newest
+    exchanges the proxy protects; else the required parts alone while they fit the limit;
+    past it, reject (raises ContextLengthExceeded) or cut them to it, current turn last."""
+    excess, budget, fixed, marker = over.excess, over.budget, over.fixed, over.marker
     layout, policy, tokenizer = state.layout, state.policy, state.tokenizer
-    section, cost, kind, text_of = layout.section, state.cost, layout.kind, state.text_of
-    by_section: dict[Section, int] = {}
-    for k in required:
-        by_section[section[k]] = by_section.get(section[k], 0) + cost[k]
+    cost, kind, text_of = state.cost, layout.kind, state.text_of
     total = sum(by_section.values()) + fixed
     # The newest tool exchanges are protected by the proxy, not required by the client:
-    # fewer of them, and the newest one's largest result cut, before any refusal or cut.
+    # fewer of them, and the newest one's largest result cut, before anything else.
     cut = policy.budget.on_required_overflow == "truncate"
-    fewer = agent_overflow(layout, tokenizer, required, excess, cut)
+    fewer = agent_overflow(layout, tokenizer, required, excess, cut and total > over.limit)
     if fewer is not None:
         if not any(p.startswith(_FEWER) for p in layout.problems):
             layout.problems.append(f"{_FEWER}{excess:,} tokens: fewer kept, newest cut")
+        if state.opening is not None:
+            fewer.update(state.opening.decisions())
         return fewer
-    if policy.budget.on_required_overflow != "truncate":
-        named = describe(layout, required, cost, (total, budget, window, fixed))
+    if total <= over.limit:  # over the budget, within the window: the required parts alone
+        if not any(p.startswith(_OVERFLOW) for p in layout.problems):
+            layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: {ALONE}")
+        return alone(state, required)
+    if not cut:
+        figures = (total, budget, window, fixed)
+        limit = limit_phrase(window, over.answer, over.limit)
+        named = describe(layout, required, cost, figures, limit, over.answer)
         if named is not None:
             raise ContextLengthExceeded(named)
-        parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items())
-        within = f" (context window {window:,})" if window is not None else ""
+        parts = ", ".join(f"{s.value} {n:,}" for s, n in by_section.items() if n)
+        hint = shorten(by_section, over.answer)
         raise ContextLengthExceeded(
-            f"The required parts of this request need {total:,} tokens but the budget is "
-            f"{budget:,}{within}: {parts}, request overhead {fixed:,}. Shorten the system "
-            "prompt or the last message, or use a model with a larger context window."
+            f"The required parts of this request need {total:,} tokens: over the budget of "
+            f"{budget:,}, and more than {limit}: "
+            f"{parts}, request overhead {fixed:,}. {hint}, or use a model with a larger "
+            "context window."
         )
+    excess = total - over.limit  # cut to the limit: within it, they would go whole
     msg, units, unit_of, role = layout.msg, layout.units, layout.unit_of, layout.role
     # Cut last: the operator's text (the system prompt: never while anything else could be
     # cut), and before it the current turn's own messages (the last user message). Its tool
@@ -73,11 +104,14 @@ def overflow(
     # fit.Fit.run) would each add a larger, made-up figure.
     if not any(p.startswith(_OVERFLOW) for p in layout.problems):
         layout.problems.append(
-            f"{_OVERFLOW}{excess:,} tokens: cut, the current turn and the system prompt last"
+            f"{_OVERFLOW}{over.excess:,} tokens and the context window's limit by "
+            f"{excess:,}: cut, the current turn and the system prompt last"
         )
-    decisions: dict[int, Decision] = {}
+    decisions: dict[int, Decision] = state.opening.decisions() if state.opening else {}
     is_required = Priority.REQUIRED
     for k, p in enumerate(layout.priority):
+        if k in decisions:
+            continue
         if p is not is_required:
             decisions[k] = Decision(Action.DROP, "no room: the required parts exceed the budget")
         elif k in cuts:
@@ -89,6 +123,18 @@ def overflow(
             )
         else:
             decisions[k] = state.preset.get(k) or Decision(Action.KEEP, "required", tokens=cost[k])
+    return decisions
+
+
+def alone(state: PlanState, required: list[int]) -> dict[int, Decision]:
+    """Decisions forwarding the required parts alone (a setup cut stays cut): everything
+    optional dropped."""
+    decisions = {k: Decision(Action.DROP, NO_ROOM) for k in range(len(state.layout.priority))}
+    preset, cost = state.preset, state.cost
+    for k in required:
+        decisions[k] = preset.get(k) or Decision(Action.KEEP, "required", tokens=cost[k])
+    if state.opening is not None:
+        decisions.update(state.opening.decisions())
     return decisions
 
 

@@ -8,11 +8,36 @@ the system prompt, the last user message and the newest tool exchanges with thei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from proxy.planner.parts import Layout, tool_name
+from proxy.types import Section
 
 _TOOL_ROLES = ("tool", "function")
+
+
+def limit_phrase(window: int | None, answer: int, limit: int) -> str:
+    """What the required parts may take alone, said with what sets it."""
+    if window is None:
+        return f"the budget of {limit:,}"
+    if not answer:
+        return f"the model's context window of {window:,} holds ({limit:,} with its margin)"
+    return (
+        f"the model's context window of {window:,} holds beside the {answer:,} tokens "
+        f"max_tokens keeps for the answer ({limit:,})"
+    )
+
+
+def shorten(by_section: Mapping[Section, int], answer: int = 0) -> str:
+    """The hint of a refusal: the largest of what takes the room, named."""
+    system = by_section.get(Section.SYSTEM_PROMPT, 0)
+    rest = sum(by_section.values()) - system
+    largest = max((answer, 0), (rest, 1), (system, 2))[1]
+    return (
+        "Lower max_tokens (the room kept for the answer)",
+        "Shorten the last message",
+        "Shorten the system prompt",
+    )[largest]
 
 
 def describe(
@@ -20,11 +45,14 @@ def describe(
     required: Sequence[int],
     cost: Sequence[int],
     figures: tuple[int, int, int | None, int],
+    limit: str,
+    answer: int = 0,
 ) -> str | None:
     """The error message when the current turn holds tool exchanges, else None (the
     caller's message, by section, fits plain chat). `figures`: (tokens needed, budget,
-    context window, request overhead)."""
-    total, budget, window, fixed = figures
+    context window, request overhead); `limit`: what they may take, said (limit_phrase);
+    `answer`: the tokens max_tokens keeps for the answer."""
+    total, budget, _, fixed = figures
     units, unit_of = layout.units, layout.unit_of
     system = user = exchanges = other = 0
     largest: tuple[int, int] | None = None  # (tokens, message) of the largest result
@@ -35,7 +63,7 @@ def describe(
         if role in ("system", "developer"):
             system += cost[k]
         elif not layout.in_current(i):
-            other += cost[k]  # tagged required, or of an unknown shape
+            other += cost[k]  # the previous turn, tagged required, or of an unknown shape
         elif len(units[unit_of[i]]) > 1:
             exchanges += cost[k]
             groups.add(unit_of[i])
@@ -60,16 +88,16 @@ def describe(
     if other:
         parts.append(f"other required parts {other:,}")
     parts.append(f"request overhead {fixed:,}")
-    within = f" (context window {window:,})" if window is not None else ""
-    biggest = max((exchanges, 0), (user, 1), (system, 2))[1]
+    biggest = max((exchanges, 0), (user, 1), (system, 2), (answer, 3))[1]
     hint = (
         "Lower tools.keep_recent or set budget.on_required_overflow: truncate (the largest "
         "tool results are cut first)",
         "Shorten the last message",
         "Shorten the system prompt",
+        "Lower max_tokens (the room kept for the answer)",
     )[biggest]
     return (
-        f"The required parts of this request need {total:,} tokens but the budget is "
-        f"{budget:,}{within}: {'; '.join(parts)}. {hint}, or use a model with a larger "
-        "context window."
+        f"The required parts of this request need {total:,} tokens: over the budget of "
+        f"{budget:,}, and more than {limit}: "
+        f"{'; '.join(parts)}. {hint}, or use a model with a larger context window."
     )

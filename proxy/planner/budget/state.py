@@ -3,18 +3,56 @@ the policy's rules per section; what making choices, clearing and deciding read.
 
 from __future__ import annotations
 
-from proxy.planner.parts import MARKER, Decision, Layout, section_policy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from proxy.planner.budget.placeholders import (
+    Mask,
+    longest_reply_placeholder,
+    longest_turns_placeholder,
+)
+from proxy.planner.parts import (
+    MARKER,
+    Action,
+    Decision,
+    Layout,
+    Turn,
+    history_turns,
+    section_policy,
+)
 from proxy.policy import Policy, SectionPolicy
 from proxy.relevance import TermIndex
 from proxy.types import Overflow, Section, Strategy, Tokenizer
+
+OPENING = "required (answers the setup)"
+
+
+def masked(keys: Sequence[int], mask: Mask, why: str) -> dict[int, Decision]:
+    """A reply of items `keys` as its placeholder: on `mask.key`, the others dropped."""
+    out = {k: Decision(Action.DROP, f"{why}: reply omitted") for k in keys}
+    out[mask.key] = Decision(Action.CLEAR, f"{why}: reply omitted", mask.text, mask.tokens)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """The opening's reply (what answered the setup's question), a choice whose
+    placeholder is required: shown whenever the reply is not kept whole."""
+
+    keys: tuple[int, ...]
+    mask: Mask
+
+    def decisions(self) -> dict[int, Decision]:
+        return masked(self.keys, self.mask, OPENING)
 
 
 class PlanState:
     """One request's items as the allocator sees them (shared by its re-plans)."""
 
     __slots__ = (
-        "cleared", "cost", "layout", "marker", "modes", "older_merits", "policy", "preset",
-        "ranks", "ratios", "recent_room", "sections", "terms", "text", "tokenizer",
+        "_placeholders", "_turns", "cleared", "cost", "layout", "marker", "modes",
+        "older_merits", "opening", "policy", "preset", "ranks", "ratios", "recent_room",
+        "sections", "terms", "text", "tokenizer",
     )  # fmt: skip
 
     def __init__(
@@ -33,8 +71,12 @@ class PlanState:
         # The older history's merits (history.merits) and positions, by its choices:
         # clearing changes costs, not what is ranked, so the choices made again reuse them.
         self.older_merits: tuple[tuple[int, ...], list[float], list[int]] | None = None
-        # Tokens the newest turns hold at most (Planner.prepare); None: as many as fit.
-        self.recent_room: int | None = None
+        # Tokens the newest turns hold at most (Planner.prepare): kept at all (a reply as its
+        # placeholder), and with their replies whole.
+        self.recent_room = (0, 0)
+        self._turns: list[Turn] | None = None
+        self.opening: Opening | None = None  # pinned.py
+        self._placeholders: tuple[int, int] | None = None
         self.sections: dict[Section, SectionPolicy] = {
             s: section_policy(policy, s) for s in Section
         }
@@ -50,3 +92,21 @@ class PlanState:
 
     def text_of(self, key: int) -> str:
         return self.text.get(key, self.layout.text[key])
+
+    @property
+    def placeholder_tokens(self) -> tuple[int, int]:
+        """What a reply's placeholder and an omitted-turns marker cost at most, each as a
+        message of its own."""
+        if self._placeholders is None:
+            count = self.tokenizer.count_message
+            reply = count({"role": "assistant", "content": longest_reply_placeholder()})
+            turns = count({"role": "user", "content": longest_turns_placeholder()})
+            self._placeholders = reply, turns
+        return self._placeholders
+
+    @property
+    def turns(self) -> list[Turn]:
+        """The history's turns (parts/turns.py), read when first asked for."""
+        if self._turns is None:
+            self._turns = history_turns(self.layout)
+        return self._turns

@@ -6,14 +6,46 @@ message loses only what was decided about its items; summaries go where their cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proxy.planner.parts import Action, Decision, Layout, render
+from proxy.planner.budget.placeholders import turns_placeholder
+from proxy.planner.parts import Action, Decision, Layout, Turn, render
 
 
-def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
-    """The forwarded messages, in the original order, summaries at their anchors."""
+def omitted(
+    layout: Layout, decisions: Mapping[int, Decision], turns: Sequence[Turn]
+) -> dict[int, Any]:
+    """A marker for each stretch of turns dropped whole, by the message it goes before
+    (where the stretch began): its text depends only on how many turns it stands for, so
+    the forwarded prompt is the same while the same turns are gone."""
+    marks: dict[int, Any] = {}
+    base = layout.base
+    start, run = -1, 0
+    for turn in (*turns, None):
+        gone = (
+            turn is not None
+            and bool(turn.question)
+            and not any((d := decisions.get(base[i])) is None or d.kept for i in turn.question)
+        )
+        if gone:
+            assert turn is not None
+            if not run:
+                start = turn.start
+            run += 1
+            continue
+        if run:
+            marks[start] = {"role": "user", "content": turns_placeholder(run)}
+        run = 0
+    return marks
+
+
+def apply(
+    layout: Layout, decisions: Mapping[int, Decision], turns: Sequence[Turn] = ()
+) -> list[Any]:
+    """The forwarded messages, in the original order, summaries at their anchors, a
+    marker where a stretch of turns was dropped."""
+    marks = omitted(layout, decisions, turns) if turns else {}
     placed: dict[int, list[Any]] = {}
     moved: set[int] = set()
     inserted = Action.SUMMARY_INSERTED
@@ -32,6 +64,8 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
     if not placed and not split:  # every message one item: the loop below, lean
         get = decisions.get
         for i, (m, b) in enumerate(zip(stripped, layout.base, strict=True)):
+            if marks and i in marks:
+                out.append(marks[i])
             base = get(b)
             if base is None or (base.action is keep and base.text is None):
                 out.append(m)
@@ -45,6 +79,8 @@ def apply(layout: Layout, decisions: Mapping[int, Decision]) -> list[Any]:
     for i, b in enumerate(layout.base):
         if placed:
             out.extend(placed.pop(i, ()))
+        if marks and i in marks:
+            out.append(marks[i])
         if moved and i in moved:
             continue
         base = decisions.get(b)

@@ -8,10 +8,11 @@ from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
 from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.messages import command_text, render, tool_name
-from proxy.planner.parts.run import Counted, Run, start_run
+from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
 from proxy.planner.parts.tag_fields import section_policy
+from proxy.planner.parts.turns import Turn, history_turns
 
 __all__ = [
     "MARKER",
@@ -24,10 +25,13 @@ __all__ = [
     "Kind",
     "Layout",
     "Run",
+    "Turn",
     "add_summaries",
     "build_layout",
     "command_text",
     "count_message",
+    "history_turns",
+    "max_output",
     "measure",
     "overhead",
     "render",

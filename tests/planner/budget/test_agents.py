@@ -164,7 +164,7 @@ def test_overflow_names_the_tool_exchanges() -> None:
         plan(msgs, 800)
     text = exc.value.message
     assert "the 3 newest tool exchanges" in text and "largest: result of bash" in text
-    assert "the last user message is" in text and "budget is 800" in text
+    assert "the last user message is" in text and "budget of 800" in text
     assert "Shorten the last message" not in text and "tools.keep_recent" in text
 
 
@@ -342,7 +342,11 @@ def test_lone_messages_of_an_agent_history_rank_after_matching_exchanges() -> No
         tools=ToolsPolicy(clear=False),  # the order alone
         cache=CachePolicy(enabled=False),
     )
-    out = plan(msgs, 400, policy)
+    out = plan(msgs, 700, policy)
     fwd = {m.get("tool_call_id"): m["content"] for m in out.body["messages"] if "tool_call_id" in m}
     assert fwd.get("c0", "").startswith("src/http/headers.py code0")
+    # The reply beside it that only names the file gives way: its placeholder stays (the
+    # setup is never sent without its answer), the exchange that holds the file is whole.
+    replies = [m["content"] for m in out.body["messages"] if m["role"] == "assistant"]
+    assert replies[1].startswith("[context-proxy: reply of 205 tokens omitted]")
     assert out.tokens_after <= out.budget and paired(out.body["messages"])

@@ -405,7 +405,7 @@ def test_summaries_sit_at_the_cut_and_stay_put() -> None:
 
 
 def test_required_overflow_is_refused_as_without_cache() -> None:
-    messages = [*conversation(30), {"role": "user", "content": "word " * 900}]
+    messages = [*conversation(30), {"role": "user", "content": "word " * 1100}]
     body = {"model": "m", "messages": messages}
     with pytest.raises(Refused) as cached:
         plan_request(body, policy(), WORDS, WINDOW)
@@ -419,10 +419,10 @@ def test_required_overflow_truncates_as_without_cache() -> None:
     pol = replace(
         policy(), budget=BudgetPolicy(reserve_output=False, on_required_overflow="truncate")
     )
-    messages = [*conversation(30), {"role": "user", "content": "word " * 900}]
+    messages = [*conversation(30), {"role": "user", "content": "word " * 1100}]
     body = {"model": "m", "messages": messages}
     out = forwarded(body, pol)
-    assert tokens(WORDS, body, out) <= 800
+    assert tokens(WORDS, body, out) <= WINDOW - 16  # cut to the window's limit
     assert out[-1]["content"].endswith(MARKER)
 
 
