@@ -8,6 +8,7 @@ result, as fake_agent_model.py does for chat), and the typed events of a stream.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -101,6 +102,51 @@ def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
              "cache_read_input_tokens": size // 8, "output_tokens": 9}  # fmt: skip
     return {"id": f"msg_{len(messages)}_{done}", "type": "message", "role": "assistant", "model": body.get("model"),
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
+
+
+class PromptCache:
+    """Anthropic's prompt cache, as its docs tell it: a request writes the prefix up to
+    each of its `cache_control` points (1,024 tokens at least) and reads the longest prefix
+    an earlier request wrote whose end is within 20 blocks before one of its points; the
+    rest is plain input. Blocks are counted at a token per four bytes of their JSON, and
+    compared without their cache points."""
+
+    MIN, LOOKBACK = 1024, 20
+
+    def __init__(self) -> None:
+        self.written: set[bytes] = set()
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        blocks: list[Any] = list(body.get("tools") or [])
+        system = body.get("system")
+        blocks += system if isinstance(system, list) else ([{"type": "text", "text": system}]
+                                                           if system else [])  # fmt: skip
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            blocks += content if isinstance(content, list) else [{"type": "text", "text": content}]
+        keys, sizes, chain = [], [], b""
+        for block in blocks:
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            data = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
+            chain = hashlib.blake2b(chain + data, digest_size=16).digest()
+            keys.append(chain)
+            sizes.append(max(1, len(data) // 4))
+        upto = [sum(sizes[: n + 1]) for n in range(len(sizes))]
+        points = [n for n, b in enumerate(blocks) if isinstance(b, dict) and b.get("cache_control")]
+        read = 0
+        for point in points:
+            for n in range(point, max(point - self.LOOKBACK, -1), -1):
+                if keys[n] in self.written and upto[n] >= self.MIN:
+                    read = max(read, upto[n])
+                    break
+        last = upto[points[-1]] if points else 0
+        written = last - read if last >= self.MIN and last > read else 0
+        for point in points:
+            if upto[point] >= self.MIN:
+                self.written.add(keys[point])
+        total = upto[-1] if upto else 0
+        return {"input_tokens": total - read - written, "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": written, "output_tokens": 9}  # fmt: skip
 
 
 def _tool_and_input(tools: list[dict[str, Any]], step: int) -> tuple[str, dict[str, Any]]:

@@ -52,6 +52,7 @@ class FakeUpstream:
     summary_gate: threading.Event = field(default_factory=threading.Event)
     summary_active: int = 0
     summary_peak: int = 0  # most summary calls held at once
+    prompt_cache: fake_messages.PromptCache = field(default_factory=fake_messages.PromptCache)
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -64,6 +65,7 @@ class FakeUpstream:
         self.summary_reply, self.summary_status = "SUMMARY-FROM-FAKE", 200
         self.summary_active = self.summary_peak = 0
         self.summary_gate.set()
+        self.prompt_cache = fake_messages.PromptCache()
 
     def is_summary(self, rec: Recorded) -> bool:
         return self.summary_marker.encode() in rec.body
@@ -148,6 +150,8 @@ class FakeUpstream:
         answer = fake_messages.reply(
             body, self.agent_steps if mode == "agent" else 0, self.reply_text
         )
+        if mode == "cache":  # usage as Anthropic's prompt cache would bill the body
+            answer["usage"] = self.prompt_cache.usage(body)
         if body.get("stream"):
             return StreamingResponse(
                 fake_messages.events(answer, broken=mode == "break"), media_type="text/event-stream"

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES
+
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors").
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -27,7 +29,8 @@ _COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_toke
 
 def anthropic_usage(usage: Any) -> dict[str, Any] | None:
     """Anthropic's usage in the Responses API's names: the prompt is `input_tokens` plus
-    the cache reads and writes (Anthropic reports them apart), cached tokens the reads."""
+    the cache reads and writes (Anthropic reports them apart), cached tokens the reads,
+    and the writes (those for an hour too) under names of their own."""
     if not isinstance(usage, dict):
         return None
     counts = [usage.get(key) for key in _COUNTS]
@@ -35,10 +38,17 @@ def anthropic_usage(usage: Any) -> dict[str, Any] | None:
         return None
     prompt = sum(c for c in counts if c is not None)
     reads = counts[1] if type(counts[1]) is int else 0
+    writes = counts[2] if type(counts[2]) is int else 0
+    split = usage.get("cache_creation")
+    long = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
     return {
         "input_tokens": prompt,
         "output_tokens": usage.get("output_tokens"),
-        "input_tokens_details": {"cached_tokens": reads},
+        "input_tokens_details": {
+            "cached_tokens": reads,
+            CACHE_WRITES: writes,
+            LONG_CACHE_WRITES: long if type(long) is int and long >= 0 else 0,
+        },
     }
 
 

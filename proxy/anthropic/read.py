@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.items.read import MARK, PART_MARK, json_text
-from proxy.tokens.tool_kinds import PROVIDER_OVERHEAD
+from proxy.tokens.tool_kinds import CACHE_SIGNAL, PROVIDER_OVERHEAD
 
 # What Anthropic adds to a request on its own: a system prompt for tool use (346 tokens for
 # the Claude 4 models with tool_choice auto, the most of any it publishes), and, with
@@ -139,7 +139,20 @@ def to_chat(body: dict[str, Any]) -> Converted:
     limit = body.get("max_tokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
         conv.body["max_completion_tokens"] = limit
+    if _has_cache_points(body):  # the client caches: plan with stable cuts (cache/mode.py)
+        conv.body[CACHE_SIGNAL] = "cache_control"
     return conv
+
+
+def _has_cache_points(body: dict[str, Any]) -> bool:
+    blocks: list[Any] = [*(body.get("tools") or ())] if isinstance(body.get("tools"), list) else []
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks += content
+    return any(isinstance(b, dict) and b.get("cache_control") for b in blocks)
 
 
 def _thinks(body: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ and the first message is a user message.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,12 +55,17 @@ def to_messages(body: dict[str, Any], conv: Converted, planned: list[Any]) -> di
             kept += ((j, content[j]) for j in source.blocks)
         else:
             kept += _edited_blocks(content, source.blocks, m.get("content"))
+    moved = _moved_breakpoints(given, slots)
     turns: list[Turn] = [Turn("user", made[-1])] if -1 in made else []
     for i in sorted(slots):
         original = given[i]
-        blocks = [block for _, block in sorted(slots[i], key=lambda pair: pair[0])]
+        pairs = sorted(slots[i], key=lambda pair: pair[0])
+        blocks = [
+            {**block, "cache_control": moved[(i, j)]} if (i, j) in moved else block
+            for j, block in pairs
+        ]
         content = original.get("content")
-        whole = i in same_whole or (
+        whole = (i in same_whole and (i, 0) not in moved) or (
             isinstance(content, list) and len(blocks) == len(content)
             and all(a is b for a, b in zip(blocks, content, strict=True))
         )  # fmt: skip
@@ -74,6 +80,33 @@ def to_messages(body: dict[str, Any], conv: Converted, planned: list[Any]) -> di
         out["system"] = system
     out["messages"] = _alternating(turns, given)
     return out
+
+
+def _moved_breakpoints(
+    given: list[Any], slots: dict[int, list[tuple[int, Any]]]
+) -> dict[tuple[int, int], Any]:
+    """Where the client's cache points on blocks that were left out go: on the last kept
+    block before each (the end of what is still the prompt's prefix there), unless it has
+    one; (message, block) -> the cache_control. No more points than the client set."""
+    present = {(i, j) for i, pairs in slots.items() for j, _ in pairs}
+    # A thinking block takes no cache point: the one before it does.
+    kept = sorted((i, j) for i, pairs in slots.items() for j, b in pairs if not _is_thinking(b))
+    marked = {(i, j) for i, pairs in slots.items() for j, b in pairs if _cache_point(b) is not None}
+    out: dict[tuple[int, int], Any] = {}
+    for i, message in enumerate(given):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else ()):
+            point = _cache_point(block)
+            if point is None or (i, j) in present:
+                continue
+            at = bisect_left(kept, (i, j)) - 1
+            if at >= 0 and kept[at] not in marked and kept[at] not in out:
+                out[kept[at]] = point
+    return out
+
+
+def _cache_point(block: Any) -> Any:
+    return block.get("cache_control") if isinstance(block, dict) else None
 
 
 @dataclass(slots=True)

@@ -117,6 +117,8 @@ def to_chat(body: dict[str, Any]) -> Converted:
     limit = body.get("max_output_tokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
         neutral["max_completion_tokens"] = limit
+    if body.get("prompt_cache_key"):  # the client caches: cuts in steps (cache/mode.py)
+        neutral["prompt_cache_key"] = body["prompt_cache_key"]
     return Converted(neutral, list(messages), sources, tagged)
 
 

@@ -6,13 +6,15 @@ grants, cuts, fitting), `report` (the outcome and the plan report), `cache` (cut
 for the provider's prompt cache); `request.plan_request` takes a request through them.
 """
 
-from proxy.planner.parts import role_of, shape
+from proxy.planner.parts import Kept, PlanMemo, role_of, shape
 from proxy.planner.report import ItemReport, PlanOutcome, PlanReport, Refused, unplanned
 from proxy.planner.request import ExtraSummary, plan_request
 
 __all__ = [
     "ExtraSummary",
     "ItemReport",
+    "Kept",
+    "PlanMemo",
     "PlanOutcome",
     "PlanReport",
     "Refused",

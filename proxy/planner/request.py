@@ -35,10 +35,10 @@ from proxy.planner.parts import (
     Counted,
     Decision,
     ExtraSummary,
+    Kept,
     Run,
     add_summaries,
     build_layout,
-    max_output,
     measure,
     overhead,
     start_run,
@@ -67,12 +67,16 @@ def plan_request(
     context_window: int | None,
     *,
     extra_summaries: Sequence[ExtraSummary] = (),
-    terms: TermIndex | None = None,
+    kept: Kept | None = None,
 ) -> PlanOutcome:
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
-    required parts alone exceed the budget and the policy says reject. `terms` keeps the
-    history's words between requests (relevance scoring); without it nothing is kept."""
-    return _plan(start_run(body, policy, tokenizer, context_window, terms, extra_summaries), True)
+    required parts alone exceed the budget and the policy says reject. `kept`: what the
+    caller keeps between requests (the history's words for relevance, cache mode's plans
+    of conversations as of their step boundaries); without it nothing is kept."""
+    terms = kept.terms if kept is not None else None
+    run = start_run(body, policy, tokenizer, context_window, terms, extra_summaries)
+    plans = kept.plans if kept is not None else None
+    return _plan(replace(run, memo=plans) if plans is not None else run, True)
 
 
 def _plan(run: Run, cache: bool) -> PlanOutcome:
@@ -141,8 +145,7 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
                 return stable
         add_summaries(layout, run.summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
-        answer = max_output(body) or 0
-        planner = Planner(layout, policy, tokenizer, run.window, run.terms, answer)
+        planner = Planner(layout, run)
         plan, out, after, note = _fitted(run, counted, Fit(planner, run, counted, budget), note)
     if note and budget is not None and plan is None:
         out = with_note(out, budget_note(layout, decisions, budget, before))
@@ -190,11 +193,19 @@ def _fitted(run: Run, counted: Counted, fit: Fit, note: bool) -> tuple[Plan, lis
     return (*result, note)
 
 
-def _plan_at(run: Run, body: Body, policy: Policy, window: int) -> PlanOutcome:
+def _plan_at(
+    run: Run,
+    body: Body,
+    policy: Policy,
+    window: int,
+    *,
+    summaries: Sequence[ExtraSummary] = (),
+    recall: bool = True,
+) -> PlanOutcome:
     """Cache mode's plans of what it cut (`body`, under `policy` and `window`): the
-    ordinary planner, same tokenizer and words and setup, no summaries, no cache mode."""
-    cut = start_run(body, policy, run.tokenizer, window, run.terms, ())
-    return _plan(replace(cut, setup=run.setup), False)
+    ordinary planner, same tokenizer and words and setup, no cache mode (cache/plan_at.py)."""
+    cut = start_run(body, policy, run.tokenizer, window, run.terms, summaries)
+    return _plan(replace(cut, setup=run.setup, recall=recall), False)
 
 
 _action = operator.attrgetter("action")

@@ -112,9 +112,7 @@ TOP_LEVEL: dict[str, Field] = {
         "chats": yes_no,
         "watermark": ratio,
         "recall_share": ratio,
-        "recall_reserve": ratio,
         "recall_floor": nonneg_number,  # a z-score (standout.py), not a share
-        "recall_full": nonneg_number,
         "agent_watermark": ratio,
         "agent_recall_share": share,
     },

@@ -123,33 +123,35 @@ class SummaryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class CachePolicy:
-    """Cache-stable cuts: over budget, history is cut back in steps of (1 - watermark) of
-    the budget at boundaries counted from the conversation's start, so the forwarded prefix
-    stays the same (and the provider's prompt cache hits) until the next step."""
+    """Cache-stable cuts: over budget, a request is planned as it stood at its last step
+    boundary (steps of (1 - watermark) of the budget counted from its start), so the
+    forwarded prefix stays the same (and the provider's prompt cache hits) until the next
+    step."""
 
     enabled: bool = True
     # A step is (1 - watermark) * budget tokens of history. Measured on LoCoMo at 4k
     # (bench_cache.py, all 1,536 questions, with the recall below): 0.3-0.6 about alike.
     watermark: float = 0.4
-    # The recall message (cut-off turns brought back after the stable part) is sized per
-    # request by its need (standout.py: how many standard deviations the best cut-off
-    # turn's relevance stands above the bulk of the history's, counted at 0.3 for a turn
-    # that asks nothing and less the more the turn matches the message just before it):
-    # none at or below recall_floor, rising as the 4th power of the way to recall_share of
-    # the budget at recall_full. The stable cut keeps recall_reserve of the budget free; a
-    # larger recall drops the newest forwarded turns (the cached prefix before them stays;
-    # a partial recall leaves at least 1,152 tokens of it) and may recall them.
-    # Measured on long chats (bench_quality.py; evidence recall and trimmed prompt tokens
-    # cached; the per-request plan: RealMem at 16k 0.789, LoCoMo at 4k 0.827), floor /
-    # full / share: 2 / 6.5 / 1.0 (these defaults) 0.549, 53%; 0.5 / 2 / 1.0: 0.685, 19%;
-    # 0 / 0 / 0.65: 0.753, 33% (LoCoMo 0.811, 32%); 0 / 0 / 1.0: 0.768, 0.3%. No setting
-    # keeps both the distant past and a cached prefix: hence `chats` off by default.
+    # A conversation in cache mode (planner/cache/chat.py) is planned as of its last step
+    # boundary (the first turn at or after k steps of its history), at watermark of the
+    # budget, the turns since appended whole; what the current question needs that this
+    # plan left out is recalled in one quoted message just before it: the lines whose
+    # relevance stands out (history/standout.py) at least recall_floor standard deviations
+    # above the bulk of the history's (counted at 0.3 for a turn that asks nothing, and
+    # less the more it matches the message just before it), in at most recall_share of
+    # the budget (the turns since the boundary but the newest history.keep_recent give
+    # their room to a larger one). Measured (bench_quality.py, cached-chats: evidence
+    # recall, the share of trimmed prompt tokens the provider caches; per request:
+    # LoCoMo 4k 0.781, RealMem 16k 0.740): floor 2 LoCoMo 0.799, 84%, RealMem 0.549, 67%;
+    # floor 1 LoCoMo 0.794, 73%, RealMem 0.618, 55%. On long assistant chats no floor
+    # keeps both the distant past and a cached prefix: hence `chats` off by default (a
+    # client's own cache signals turn it on: an OpenAI prompt_cache_key, Anthropic
+    # cache_control points).
     recall_share: float = 1.0
-    recall_reserve: float = 0.0
     recall_floor: float = 2.0
-    recall_full: float = 6.5
     # Conversations (requests that are not agent loops) cut in steps too, with the recall
-    # above; off: a conversation is planned per request (the most recall, little cached).
+    # above; off: a conversation is planned per request (the most recall on long chats,
+    # little cached), unless its client sends cache signals.
     chats: bool = False
     # An agent loop (tool results the bulk of the request) is planned as of its last step
     # boundary, at agent_watermark of the budget, with the steps since appended whole and

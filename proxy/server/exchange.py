@@ -12,7 +12,7 @@ from proxy.policy.model import MICRO
 from proxy.server.booked import after_booking, charge_spend
 from proxy.server.request_ids import new_request_id
 from proxy.server.responses import header_value
-from proxy.tokens import policy_model, request_cost, trim_savings
+from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES, Cache, billed, policy_model
 from proxy.types import Level, Tokenizer
 from proxy.usage import OTHER, UsageRecord, level_for, utc_iso
 
@@ -89,6 +89,7 @@ class Exchange:
     estimated_completion: int = 0
     answered: bool = False  # the upstream served an answer (only then is a quota charged)
     cached_tokens: int | None = None  # as the upstream reported them; None when it did not
+    cache_written: tuple[int, int] = (0, 0)  # cache writes reported, of them for an hour
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
@@ -151,6 +152,9 @@ class Exchange:
             cached = details.get("cached_tokens")
             if type(cached) is int and cached >= 0:
                 self.cached_tokens = cached
+            written, long = details.get(CACHE_WRITES), details.get(LONG_CACHE_WRITES)
+            if type(written) is int and written > 0:
+                self.cache_written = (written, long if type(long) is int and long > 0 else 0)
 
     def finish(self, services: Services, status: int, error: str | None = None) -> None:
         """The exchange is over: book it (services.books, within milliseconds). Its
@@ -176,11 +180,8 @@ class Exchange:
         # (unreachable, timed out, the client gone first) is charged nothing.
         answered = self.answered or self.usage_from_upstream
         if self.usage_from_upstream:
-            prompt, completion, source = (
-                self.prompt_tokens or 0,
-                self.completion_tokens or 0,
-                "upstream",
-            )
+            prompt, completion = self.prompt_tokens or 0, self.completion_tokens or 0
+            source = "upstream"
         else:
             prompt = o.tokens_after if (o is not None and answered) else 0
             completion = self.estimated_completion if answered else 0
@@ -198,16 +199,17 @@ class Exchange:
         )
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None
-        level = self.level
-        tokens_before = o.tokens_before if o else 0
+        level, tokens_before = self.level, o.tokens_before if o else 0
         tokens_after = o.tokens_after if o else 0
         cost = saved = None
         prices = services.windows.prices(self.model) if self.model else None
         if prices is not None:
-            cost = request_cost(prices, prompt, self.cached_tokens, completion)
-            # Trimming saved only on a request the upstream served: one it never answered
-            # would have cost nothing untrimmed either.
-            saved = trim_savings(prices, tokens_before - tokens_after) if answered else 0.0
+            # Trimming saved only on a request the upstream served and trimming changed: one
+            # it never answered would have cost nothing untrimmed either.
+            trimmed = answered and tokens_before != tokens_after
+            cache = Cache(self.cached_tokens or 0, *self.cache_written)
+            trim = (tokens_before, tokens_after) if trimmed else None
+            cost, saved = billed(prices, (prompt, completion), cache, trim)
         spent = charge_spend(services, policy, team, cost)
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.

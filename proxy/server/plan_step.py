@@ -115,11 +115,11 @@ async def plan(
                 tokenizer,
                 window,
                 extra_summaries=extra,
-                terms=services.terms,
+                kept=services.kept,
             )
         else:
             outcome = plan_request(
-                body, policy, tokenizer, window, extra_summaries=extra, terms=services.terms
+                body, policy, tokenizer, window, extra_summaries=extra, kept=services.kept
             )
     except ProxyError:
         raise

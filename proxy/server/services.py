@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from proxy.planner import Kept, PlanMemo
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
 from proxy.server.books import Books
@@ -44,7 +45,8 @@ class Services:
     summaries: Summarizer
     shared: SharedState | None = None  # with --state: quotas and summaries in Redis
     inclusion: InclusionLog | None = None  # with --inclusion-log: ids in and out, per request
-    terms: TermIndex = field(default_factory=TermIndex)  # history words, for relevance
+    # What planning keeps between requests: history words, conversations' step plans.
+    kept: Kept = field(default_factory=lambda: Kept(TermIndex(), PlanMemo()))
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded

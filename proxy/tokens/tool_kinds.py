@@ -56,6 +56,9 @@ def tool_functions(tools: Any) -> list[dict[str, Any]]:
 # A neutral body's tokens the provider adds on its own (Anthropic's tool-use system prompt):
 # counted as they are, never scaled, never forwarded (only neutral bodies carry it).
 PROVIDER_OVERHEAD = "x_provider_tokens"
+# A neutral body's sign that its client caches its prompt (OpenAI's `prompt_cache_key`, or
+# Anthropic's `cache_control` points, read into this key): its cuts are made in steps.
+CACHE_SIGNAL = "prompt_cache_key"
 
 
 def provider_tokens(body: Any) -> int:

@@ -64,8 +64,8 @@ class UsageRecord:
     cached_tokens: int | None = None  # prompt tokens the upstream served from its cache
     api: str = "chat"  # "chat" (chat completions) or "responses" (the Responses API)
     # Estimated USD from litellm's bundled prices; None when the model has no known price.
-    cost_usd: float | None = None  # uncached prompt + cached prompt (cached price) + completion
-    saved_usd: float | None = None  # prompt tokens trimming removed, at the input price
+    cost_usd: float | None = None  # as billed: cache reads and writes at their prices, output
+    saved_usd: float | None = None  # the untrimmed prompt's cost less the sent one's; may be < 0
     quota_period: str | None = None  # "day" or "month": the quota quota_used/limit are of
     # With dollar quotas (`quotas.daily_usd` / `monthly_usd`): the team's spend in the period
     # nearest its limit, after this row, against that limit; None without dollar quotas.

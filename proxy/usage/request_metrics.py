@@ -32,8 +32,9 @@ COUNTERS = (
     ("removed", P + "tokens_removed", "Prompt tokens removed by trimming."),
     ("trimmed", P + "trimmed_requests", "Requests that were trimmed."),
     ("cached", P + "cached_prompt_tokens", "Prompt tokens the upstream served from its cache."),
-    ("cost", P + "cost_usd", "Estimated USD, at litellm's bundled prices (priced models only)."),
-    ("saved", P + "saved_usd", "Estimated USD trimming saved: removed tokens at the input price."),
+    ("cost", P + "cost_usd", "Estimated USD as billed, at litellm's bundled prices."),
+    ("saved", P + "saved_usd", "Estimated USD trimming saved, as billed."),
+    ("lost", P + "trim_extra_cost_usd", "Estimated USD trimming cost beyond what it removed."),
 )
 # Histograms per (team, model): (slot, name, help, buckets).
 HISTOGRAMS = (
@@ -65,8 +66,8 @@ class _Row:
     """One (team, model)'s figures; each None until first counted (no empty series)."""
 
     __slots__ = (
-        "cached", "completion", "cost", "latency", "overhead", "prompt", "removed", "saved",
-        "trimmed", "upstream", "utilization",
+        "cached", "completion", "cost", "latency", "lost", "overhead", "prompt", "removed",
+        "saved", "trimmed", "upstream", "utilization",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -77,6 +78,7 @@ class _Row:
         self.cached: int | None = None
         self.cost: float | None = None
         self.saved: float | None = None
+        self.lost: float | None = None  # negative savings, as a counter of their own
         self.utilization: _Histogram | None = None
         self.latency: _Histogram | None = None
         self.upstream: _Histogram | None = None
@@ -139,8 +141,10 @@ class RequestStats(Collector):
             row.cached = (row.cached or 0) + cached
         if cost:
             row.cost = (row.cost or 0.0) + cost
-        if saved:
+        if saved and saved > 0:
             row.saved = (row.saved or 0.0) + saved
+        elif saved:  # a counter never falls: what trimming cost goes in one of its own
+            row.lost = (row.lost or 0.0) - saved
         if utilization is not None:
             h = row.utilization or _new(row, "utilization", UTILIZATION_BUCKETS)
             h.add(utilization)

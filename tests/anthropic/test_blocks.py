@@ -20,7 +20,7 @@ from proxy.policy.model import ModelPolicy, Policy
 from proxy.tokens import TokenCounter
 from tests.fake_messages import problem
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 TOKENS = TokenCounter().chat_tokenizer(MODEL, Policy())
 CAPTURED = Path(__file__).parent / "data" / "claude_code_request.json"
 

@@ -26,7 +26,7 @@ from proxy.policy.model import CachePolicy, ModelPolicy, Policy
 from proxy.tokens import TokenCounter
 from tests.fake_messages import problem
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 EPHEMERAL = {"type": "ephemeral"}
 TOKENS = TokenCounter().chat_tokenizer(MODEL, Policy())
 WORDS = ["read", "the", "file", "src/app.py", "fix", "test", "parse_header", "ok", "then"]

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 from baselines import keep_newest  # noqa: E402
 from bench_locomo import DEFAULT_PATH, MODEL, SYSTEM, Conversation, load, tokenizer  # noqa: E402
 
-from proxy.planner import Refused, plan_request  # noqa: E402
+from proxy.planner import Kept, Refused, plan_request  # noqa: E402
 from proxy.planner.history.recall import RECALL_HEAD  # noqa: E402
 from proxy.policy.model import BudgetPolicy, CachePolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
@@ -67,7 +67,7 @@ def planner(policy: Policy, tok: Any) -> Trim:
     def run(body: dict[str, Any]) -> list[Any]:
         window = policy.models[MODEL].context_window
         try:
-            out = plan_request(body, policy, tok, window, terms=terms).body
+            out = plan_request(body, policy, tok, window, kept=Kept(terms)).body
         except Refused:
             return []
         return list(out["messages"])

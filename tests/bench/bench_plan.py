@@ -16,6 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from proxy.planner import Kept
 from proxy.planner.request import plan_request
 from proxy.policy.model import HistoryPolicy, Policy
 from proxy.relevance.scoring import TermIndex
@@ -103,13 +104,13 @@ def bench(label: str, body: dict[str, Any], policy: Policy, window: int, runs: i
     tokenizer = counter.for_model(body["model"], policy)
     terms = TermIndex()  # what the server keeps between requests, like the count cache
     start = time.perf_counter()
-    first = plan_request(body, policy, tokenizer, window, terms=terms)
+    first = plan_request(body, policy, tokenizer, window, kept=Kept(terms))
     cold = (time.perf_counter() - start) * 1000
     times = []
     for _ in range(runs):
         fresh = {**body, "messages": [dict(m) for m in body["messages"]]}  # a new request's objects
         start = time.perf_counter()
-        plan_request(fresh, policy, tokenizer, window, terms=terms)
+        plan_request(fresh, policy, tokenizer, window, kept=Kept(terms))
         times.append((time.perf_counter() - start) * 1000)
     times.sort()
     print(

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from bench_cache import cached_tokens  # noqa: E402
+from billing import AnthropicCache, openai_cost  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import (  # noqa: E402
     keep_newest,
@@ -43,7 +44,7 @@ from quality_sets import SETS, Msg, Stream, as_messages_body, setup_length  # no
 
 from proxy import anthropic  # noqa: E402
 from proxy.errors import ContextLengthExceeded  # noqa: E402
-from proxy.planner import plan_request  # noqa: E402
+from proxy.planner import Kept, PlanMemo, plan_request  # noqa: E402
 from proxy.policy.model import CachePolicy, HistoryPolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
@@ -62,7 +63,7 @@ BUDGETS = {
     "agent-runs-messages": (16000, 32000),
     "techqa": (3276, 6553),  # windows of 4,096 and 8,192
 }
-METHODS = ("default", "per-request", "relevance-off", "keep-newest")
+METHODS = ("default", "per-request", "cached-chats", "relevance-off", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
 Method = Callable[[dict[str, Any]], list[Msg] | None]
 
@@ -80,6 +81,8 @@ class Tally:
     kept: int = 0
     trimmed_tokens: int = 0
     cached: int = 0
+    openai: float = 0.0  # billed input cost of the trimmed replayed requests (billing.py)
+    anthropic: float = 0.0
     seconds: float = 0.0
     split: int = 0  # turns split, over the answered trimmed requests
     answered: int = 0
@@ -101,7 +104,12 @@ class Tally:
 
 
 def planner(
-    tok: Any, budget: int, cache: bool, messages: bool = False, relevance: str = "bm25"
+    tok: Any,
+    budget: int,
+    cache: bool,
+    messages: bool = False,
+    relevance: str = "bm25",
+    chats: bool | None = None,
 ) -> Callable[[], Method]:
     """A method factory: one term index per stream, as a worker keeps one. `messages`: the
     body is sent as Anthropic's Messages API takes it (converted, read into neutral
@@ -109,21 +117,19 @@ def planner(
     come back as the tool messages they were)."""
     policy = Policy(
         models={MODEL: ModelPolicy(context_window=round(budget / 0.8))},
-        cache=CachePolicy(enabled=cache),
+        cache=CachePolicy(enabled=cache, chats=CachePolicy().chats if chats is None else chats),
         history=HistoryPolicy(relevance=relevance),
     )
     window = round(budget / 0.8)
 
     def make() -> Method:
-        terms = TermIndex()
+        kept = Kept(TermIndex(), PlanMemo())  # one per stream, as a worker keeps them
 
         def run(body: dict[str, Any]) -> list[Msg] | None:
             sent = as_messages_body(body) if messages else body
             conv = anthropic.to_chat(sent) if messages else None
             try:
-                outcome = plan_request(
-                    conv.body if conv else body, policy, tok, window, terms=terms
-                )
+                outcome = plan_request(conv.body if conv else body, policy, tok, window, kept=kept)
             except ContextLengthExceeded:
                 return None
             if conv is None:
@@ -147,6 +153,7 @@ def run_stream(
     """Replays one stream; `scored_only`: its scored requests alone (no cached share)."""
     method = make()
     prev: list[Msg] | None = None
+    anthropic = AnthropicCache()
     for point in stream.points:
         if scored_only and not point.scored:
             continue
@@ -155,6 +162,8 @@ def run_stream(
         tally.requests += 1
         if tok.count_request(body) <= budget:
             prev = list(messages)  # forwarded as it came by every method
+            if stream.replay:
+                anthropic.cost(prev, [tok.count_message(m) for m in prev])  # writes its prefix
             continue
         start = time.perf_counter()
         try:
@@ -187,6 +196,8 @@ def run_stream(
             costs = [tok.count_message(m) for m in out]
             tally.trimmed_tokens += used
             tally.cached += cached_tokens(prev, out, costs)
+            tally.openai += openai_cost(prev, out, costs)
+            tally.anthropic += anthropic.cost(out, costs)
         prev = out
 
 
@@ -202,6 +213,7 @@ def run(
             makers: dict[str, Callable[[], Method]] = {
                 "default": planner(tok, budget, True, blocks),
                 "per-request": planner(tok, budget, False, blocks),
+                "cached-chats": planner(tok, budget, True, blocks, chats=True),
                 "relevance-off": planner(tok, budget, True, blocks, "off"),
                 "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
             }
@@ -215,30 +227,47 @@ def run(
                     f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
                     f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
                     f"refused {row['refused']} cached {row['cached_share']} "
+                    f"cost {row['openai']:.0f}/{row['anthropic']:.0f} "
                     f"split {row['split_per_request']} prev {row['previous_share']} "
                     f"inverted {row['inverted']} "
                     f"({row['trimmed']} trimmed, {row['seconds']:.0f} s)",
                     flush=True,
                 )
+            relative_costs(results[name][str(budget)])
     return results
+
+
+def relative_costs(rows: dict[str, Any]) -> None:
+    """Each method's billed input cost over the replays relative to per-request planning."""
+    base = rows.get("per-request")
+    for row in rows.values():
+        for provider in ("openai", "anthropic"):
+            cost = row[provider] / base[provider] if base and base[provider] else None
+            row[f"{provider}_cost"] = None if cost is None else round(cost, 3)
 
 
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| data set | budget | method | trimmed requests | evidence recall | fits | "
         "setup kept | refused | split turns / request | previous turn kept | "
-        "recency inverted | cached share (replays) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "recency inverted | cached share (replays) | input cost, OpenAI | "
+        "input cost, Anthropic |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def figure(value: float | None) -> str:
+        return "" if value is None else f"{value:.3f}"
+
     for name, budgets in results.items():
         for budget, methods in budgets.items():
             for method, r in methods.items():
-                cached = "" if r["cached_share"] is None else f"{r['cached_share']:.3f}"
                 lines.append(
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
                     f"{r['recall']:.3f} | {r['fits_share']:.3f} | {r['setup_share']:.3f} | "
                     f"{r['refused']} | {r['split_per_request']:.2f} | "
-                    f"{r['previous_share']:.3f} | {r['inverted']} | {cached} |"
+                    f"{r['previous_share']:.3f} | {r['inverted']} | "
+                    f"{figure(r['cached_share'])} | {figure(r.get('openai_cost'))} | "
+                    f"{figure(r.get('anthropic_cost'))} |"
                 )
     return "\n".join(lines)
 

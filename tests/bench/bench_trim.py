@@ -35,6 +35,7 @@ from bench_tokens import conversation, message, words  # noqa: E402
 from overhead import context_proxy, fake_upstream  # noqa: E402
 from procs import machine, post  # noqa: E402
 
+from proxy.planner import Kept, PlanMemo  # noqa: E402
 from proxy.planner.request import plan_request  # noqa: E402
 from proxy.policy.model import HistoryPolicy, Policy  # noqa: E402
 from proxy.relevance.scoring import TermIndex  # noqa: E402
@@ -96,15 +97,15 @@ def in_process(raw: bytes, text: str, repeats: int) -> dict[str, Any]:
 
     counter = TokenCounter()
     tokenizer = counter.for_model(MODEL, policy)
-    terms = TermIndex()  # kept between requests, as the server does
-    plan_request(orjson.loads(raw), policy, tokenizer, window, terms=terms)  # the previous turn
+    kept = Kept(TermIndex(), PlanMemo())  # kept between requests, as the server does
+    plan_request(orjson.loads(raw), policy, tokenizer, window, kept=kept)  # the previous turn
     plans, ends = [], []
     for turn in range(repeats * 3):
         nxt = next_turn(raw, turn)
         start = time.perf_counter()
         body = orjson.loads(nxt)
         planned = time.perf_counter()
-        outcome = plan_request(body, policy, tokenizer, window, terms=terms)
+        outcome = plan_request(body, policy, tokenizer, window, kept=kept)
         done = time.perf_counter()
         orjson.dumps(outcome.body)
         ends.append(time.perf_counter() - start)
@@ -120,7 +121,7 @@ def in_process(raw: bytes, text: str, repeats: int) -> dict[str, Any]:
     for turn in range(repeats * 3):
         body = orjson.loads(next_turn(raw, turn))
         start = time.perf_counter()
-        plan_request(body, recency, tokenizer, window, terms=terms)
+        plan_request(body, recency, tokenizer, window, kept=kept)
         plans.append(time.perf_counter() - start)
     out["next_turn_plan_recency_ms"] = {"best": ms(min(plans)), "median": ms(median(plans))}
     return out

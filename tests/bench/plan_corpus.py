@@ -37,7 +37,7 @@ from bench_locomo import DEFAULT_PATH as LOCOMO  # noqa: E402
 from bench_locomo import MODEL, SYSTEM, load  # noqa: E402
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
-from proxy.planner import ExtraSummary, PlanOutcome, plan_request  # noqa: E402
+from proxy.planner import ExtraSummary, Kept, PlanOutcome, plan_request  # noqa: E402
 from proxy.policy.model import (  # noqa: E402
     BudgetPolicy,
     CachePolicy,
@@ -123,7 +123,7 @@ def replay_cases(tok: Any) -> Iterator[Case]:
             body = {"model": MODEL, "messages": [system, *conv.messages[: t + 1]]}
             yield (
                 f"replay/{c}/{t}",
-                lambda b=body, p=policy, i=terms: plan_request(b, p, tok, 4000, terms=i),
+                lambda b=body, p=policy, i=terms: plan_request(b, p, tok, 4000, kept=Kept(i)),
             )
 
 
@@ -142,7 +142,7 @@ def agent_cases(tok: Any) -> Iterator[Case]:
                     yield (
                         f"agents/{r}/{k}/{budget}/{cache}",
                         lambda b=body, p=policy, w=budget, i=terms: plan_request(
-                            b, p, tok, w, terms=i
+                            b, p, tok, w, kept=Kept(i)
                         ),
                     )
 

@@ -18,6 +18,7 @@ with atheris.instrument_imports():
     import orjson
 
     from proxy.errors import ProxyError
+    from proxy.planner import Kept
     from proxy.planner.request import plan_request
     from proxy.policy.model import ModelPolicy, Policy
     from proxy.relevance.scoring import TermIndex
@@ -33,7 +34,7 @@ TERMS = TermIndex()
 def plan(raw: bytes) -> None:
     try:
         body = parse_chat_body(raw)
-        plan_request(body, POLICY, COUNTER.for_model(body["model"], POLICY), 400, terms=TERMS)
+        plan_request(body, POLICY, COUNTER.for_model(body["model"], POLICY), 400, kept=Kept(TERMS))
     except ProxyError as exc:
         if not 400 <= exc.status < 500:
             raise

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from proxy.errors import ContextLengthExceeded
+from proxy.planner import Kept
 from proxy.planner import request as planning
 from proxy.planner.parts.decision import MARKER
 from proxy.planner.request import ExtraSummary, plan_request
@@ -131,7 +132,10 @@ def test_over_budget_fits_and_keeps_required_and_order() -> None:
     # The opening (what answered the setup) stays, as its placeholder at least; then one
     # marker for the turns omitted; then the newest turns, whole and in order.
     assert fwd[2]["role"] == "assistant" and fwd[2]["content"].startswith("[context-proxy: reply")
-    assert fwd[3] == {"role": "user", "content": f"[context-proxy: {omitted(fwd)} earlier turns omitted]"}
+    assert fwd[3] == {
+        "role": "user",
+        "content": f"[context-proxy: {omitted(fwd)} earlier turns omitted]",
+    }
     positions = [msgs.index(m) for m in fwd[4:]]
     # recency: what is kept of history is the newest turns, contiguous, none split
     assert positions == list(range(positions[0], len(msgs)))
@@ -289,7 +293,7 @@ def test_a_long_new_history_is_read_for_relevance_while_it_is_counted(
             return cast(list[int], count_many(texts))
 
         monkeypatch.setattr(tokenizer._text, "count_many", slow)  # type: ignore[attr-defined]
-        out = plan_request(body_of(LONG_HISTORY), policy, tokenizer, 128_000, terms=terms)
+        out = plan_request(body_of(LONG_HISTORY), policy, tokenizer, 128_000, kept=Kept(terms))
         assert not out.changed  # within the budget: forwarded as it came
         assert len(terms._docs) == (len(LONG_HISTORY) if relevance == "bm25" else 0)
     # Over a budget, the history read ahead plans as a fresh read would, and relevance
@@ -301,7 +305,7 @@ def test_a_long_new_history_is_read_for_relevance_while_it_is_counted(
             policy,
             TokenCounter().for_model("gpt-4o", policy),
             60_000,
-            terms=terms,
+            kept=Kept(terms),
         )
         for terms in (TermIndex(), None)
     ]
@@ -643,6 +647,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
     every budget gets the plan a new planner would make, the dedupe saving taken once."""
     from proxy.planner.budget.allocation import Planner
     from proxy.planner.parts.costs import measure
+    from proxy.planner.parts.run import Run
     from proxy.planner.parts.sections import build_layout
 
     msgs = [
@@ -656,7 +661,7 @@ def test_a_reused_planner_plans_as_a_fresh_one() -> None:
     def planner() -> Planner:
         layout = build_layout(msgs, OFF)
         measure(layout, WORDS)
-        return Planner(layout, OFF, WORDS, 2000)
+        return Planner(layout, Run({"messages": msgs}, OFF, WORDS, 2000, None, None))
 
     reused = planner()
     budgets = [900, 400, 250, 900, 120]

@@ -205,10 +205,12 @@ def check(chat: Chat, policy: Policy, window: int, answer: int, tokenizer: Token
     for n, x in enumerate(fwd):  # a marker stands before the turn after its stretch
         if MARKER.match(str(x.get("content"))):
             assert x["role"] == "user" and (n + 1 == len(fwd) or fwd[n + 1]["role"] == "user")
-    # The newest first: with room for them, the newest three are never the ones omitted
-    # while an older turn goes whole.
+    # The newest first: with room for them, the newest three of the `keep_recent` newest
+    # are never the ones omitted while an older turn goes whole (with keep_recent 0,
+    # relevance alone ranks all but the previous turn).
     asked = [n for n, t in enumerate(history) if t.question]
-    newest = asked[-3:]
+    keep = min(3, policy.history.keep_recent)
+    newest = asked[-keep:] if keep else []
     required = sum(tokenizer.count_message(m) for m in msgs[: chat.setup])
     required += sum(tokenizer.count_message(m) for m in msgs[chat.current :])
     room = out.budget - required - 3
@@ -217,7 +219,7 @@ def check(chat: Chat, policy: Policy, window: int, answer: int, tokenizer: Token
         room -= sum(tokenizer.count_message(msgs[i]) for i in (*last.question, *last.rest))
         room -= 20
     need = sum(tokenizer.count_message(msgs[i]) + 24 for n in newest for i in history[n].question)
-    if any(not kept[n] for n in newest) and 2 * need <= room:
+    if newest and any(not kept[n] for n in newest) and 2 * need <= room:
         whole = [
             all(
                 key(msgs, i) in present and present[key(msgs, i)] == msgs[i]

@@ -23,9 +23,7 @@ def test_defaults_and_empty_file() -> None:
         enabled=True,
         watermark=0.4,
         recall_share=1.0,
-        recall_reserve=0.0,
         recall_floor=2.0,
-        recall_full=6.5,
         chats=False,
     )
     assert load_policy_text("", "p.yaml", "p").cache == CachePolicy()
@@ -78,14 +76,13 @@ def test_default_policy_file_lists_the_cache_keys() -> None:
     assert policy.cache.recall_share == CachePolicy().recall_share
 
 
-def test_recall_sizing_keys_load_and_are_checked() -> None:
-    # recall_floor and recall_full are standouts (z-scores, standout.py): any number >= 0.
-    text = "cache: {recall_reserve: 0.05, recall_floor: 0, recall_full: 12.5}\n"
-    cache = load_policy_text(text, "p.yaml", "p").cache
-    assert (cache.recall_reserve, cache.recall_floor, cache.recall_full) == (0.05, 0, 12.5)
+def test_recall_floor_loads_and_is_checked() -> None:
+    # recall_floor is a standout (a z-score, standout.py): any number >= 0.
+    cache = load_policy_text("cache: {recall_floor: 0}\n", "p.yaml", "p").cache
+    assert cache.recall_floor == 0
     problems = problems_of("team: t\ncache:\n  recall_floor: -1\n")
     assert any("p.yaml:3:" in p and "recall_floor" in p for p in problems)
-    problems = problems_of("team: t\ncache:\n  enabled: true\n  recall_full: high\n")
-    assert any("p.yaml:4:" in p and "recall_full" in p for p in problems)
+    problems = problems_of("team: t\ncache:\n  enabled: true\n  recall_floor: high\n")
+    assert any("p.yaml:4:" in p and "recall_floor" in p for p in problems)
     default = (ROOT / "policies" / "default.yaml").read_text()
-    assert "recall_floor:" in default and "recall_full:" in default
+    assert "recall_floor:" in default

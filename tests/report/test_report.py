@@ -82,7 +82,7 @@ def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[di
             rec.cached_tokens = (after // 256) * 128 if status == 200 and i % 3 else None
             if price is not None:
                 rec.cost_usd = request_cost(price, after, rec.cached_tokens, completion)
-                rec.saved_usd = trim_savings(price, before - after)
+                rec.saved_usd = trim_savings(price, before, after, after, rec.cached_tokens)
             f.write(rec.to_json_line())
             recs.append(orjson.loads(rec.to_json_line()))
             if garbage and i % 97 == 0:

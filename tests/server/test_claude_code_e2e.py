@@ -24,7 +24,7 @@ from tests.server.test_codex_cli_e2e import scratch
 from tests.server.test_proxy_e2e import usage_rows
 
 KEY, TEAM_KEY = "cp-claude-code", "sk-ant-team-key"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 WINDOW, BUDGET = 50_000, 40_000  # Claude Code's own setup (system, 24 tools) is ~30k tokens
 STEPS = 8
 TASK = "Read the notes in this directory and tell me what they say."

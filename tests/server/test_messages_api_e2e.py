@@ -22,7 +22,7 @@ from tests.fake_upstream import FakeUpstream
 from tests.server.test_proxy_e2e import usage_rows
 
 KEY, TEAM_KEY = "cp-claude-team", "sk-ant-team-secret"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 WINDOW, BUDGET, STEPS = 5000, 4000, 12
 SYSTEM = "You are a coding agent. Read files with read_file, then answer."
 TASK = "Find where invoices are rounded and explain it."

@@ -91,7 +91,7 @@ def test_a_long_chat_through_the_anthropic_sdk_keeps_whole_turns_in_a_valid_body
     start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any
 ) -> None:
     _, base = fake_upstream_server
-    model = "claude-sonnet-4-5"
+    model = "claude-sonnet-4-6"
     (policies_dir / "default.yaml").write_text(
         f"upstream: {{anthropic: {{base_url: '{base}'}}}}\n"
         f"models:\n  {model}: {{context_window: {WINDOW}}}\n"

@@ -18,7 +18,7 @@ from proxy.usage.metrics import Metrics
 from proxy.usage.quotas import QuotaBook
 from tests.redis_server import RedisServer, running_redis
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "word " * 400}]}
 
 

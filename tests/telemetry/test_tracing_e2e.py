@@ -136,7 +136,7 @@ def test_a_messages_request_is_traced_as_anthropics(
     proxy = start_proxy(otel=url)
     sdk = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-caller", max_retries=0)
     sdk.messages.create(
-        model="claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "Hi"}]
+        model="claude-sonnet-4-6", max_tokens=8, messages=[{"role": "user", "content": "Hi"}]
     )
     spans = collector.wait(3)
     request = next(s for s in spans if s.name.startswith("chat "))

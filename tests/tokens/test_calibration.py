@@ -81,11 +81,11 @@ def test_the_margin_narrows_as_answers_come_in() -> None:
 
 def test_a_reported_count_over_the_estimate_raises_the_models_count() -> None:
     counter = TokenCounter()
-    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "word " * 500}]}
-    before = counter.chat_tokenizer("claude-sonnet-4-5", Policy()).count_request(body)
-    moved = counter.observe_reported("claude-sonnet-4-5", before, 1.25, 2 * before)
+    body = {"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "word " * 500}]}
+    before = counter.chat_tokenizer("claude-sonnet-4-6", Policy()).count_request(body)
+    moved = counter.observe_reported("claude-sonnet-4-6", before, 1.25, 2 * before)
     assert moved is not None and moved > 2.4
-    after = counter.chat_tokenizer("claude-sonnet-4-5", Policy()).count_request(body)
+    after = counter.chat_tokenizer("claude-sonnet-4-6", Policy()).count_request(body)
     assert after >= 2 * before  # the next request is counted at least as the upstream did
     exact = counter.chat_tokenizer("gpt-4o", Policy())
     assert exact.factor == 1.0 and MIN_SAMPLES >= 1

@@ -16,6 +16,7 @@ from tests.usage.caching_upstream import CachingUpstream, caching_upstream, rows
 
 __all__ = ["caching_upstream"]  # the fixture
 
+SONNET = Prices(3e-06, 3e-07, 1.5e-05, 3.75e-06, 6e-06)
 GPT4O = Prices(2.5e-06, 1.25e-06, 1e-05)  # litellm's bundled prices for gpt-4o
 
 # --- take_usage -------------------------------------------------------------------------
@@ -141,8 +142,30 @@ def test_request_cost_splits_cached_and_uncached_input() -> None:
     # An upstream that reports more cached than prompt tokens is not paid for twice.
     assert request_cost(GPT4O, 10, 50, 0) == pytest.approx(10 * 1.25e-06)
     assert request_cost(GPT4O, 0, None, 0) == 0.0
-    assert trim_savings(GPT4O, 1000) == pytest.approx(0.0025)
-    assert trim_savings(GPT4O, 0) == 0.0 and trim_savings(GPT4O, -5) == 0.0
+    # Savings as billed: the untrimmed 3,000 tokens at the sent prompt's read share.
+    assert trim_savings(GPT4O, 3000, 2000) == pytest.approx(1000 * 2.5e-06)
+    share = 1024 / 2000
+    untrimmed = 3000 * (share * 1.25e-06 + (1 - share) * 2.5e-06)
+    sent = 976 * 2.5e-06 + 1024 * 1.25e-06
+    assert trim_savings(GPT4O, 3000, 2000, 2000, 1024) == pytest.approx(untrimmed - sent)
+    assert trim_savings(GPT4O, 2000, 2000) == 0.0
+
+
+def test_cache_writes_are_billed_at_the_write_price_and_can_undo_a_saving() -> None:
+    """Anthropic bills a cache write at 1.25x the input price (2x for an hour): a trimmed
+    prompt the provider has to write again can cost more than trimming removed."""
+    assert request_cost(SONNET, 10_000, 2_000, 100, 8_000) == pytest.approx(
+        2_000 * 3e-07 + 8_000 * 3.75e-06 + 100 * 1.5e-05
+    )
+    assert request_cost(SONNET, 10_000, 0, 0, 8_000, 8_000) == pytest.approx(
+        2_000 * 3e-06 + 8_000 * 6e-06
+    )
+    # 200 tokens removed, but the 9,000 kept written again: it cost more than it saved.
+    assert trim_savings(SONNET, 10_200, 10_000, 10_000, 1_000, 9_000) < 0
+    # Removing much with a cache read stays a saving.
+    assert trim_savings(SONNET, 40_000, 10_000, 10_000, 9_000, 1_000) > 0
+    # Without a write price the write is billed as input.
+    assert request_cost(GPT4O, 1000, 0, 0, 500) == pytest.approx(1000 * 2.5e-06)
 
 
 def test_costs_carry_no_float_noise() -> None:

@@ -53,6 +53,8 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
     [row] = services.usage.rows
     assert ex.outcome is None  # let go: the row needs only its figures
     cost = (5123 - 4096) * 2.5e-06 + 4096 * 1.25e-06 + 77 * 1e-05
+    # Saved as billed: the 1,300 tokens removed at the reported read share (4096 of 5123).
+    saved = 1300 * (4096 / 5123 * 1.25e-06 + (1 - 4096 / 5123) * 2.5e-06)
     expected = {
         "request_id": "req_abc", "team": "research", "model": "gpt-4o", "status": 201,
         "stream": True, "context_window": 12000, "budget": 9000, "tokens_before": 6400,
@@ -61,7 +63,7 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
         "usage_source": "upstream", "utilization": round(6400 / 9000, 4), "level": Level.WARNING,
         "quota_used": 5200, "quota_limit": 100000, "quota_level": Level.NORMAL, "quota_period": "day",
         "error": "odd_error", "kind": "responses", "policy": policy.name, "cached_tokens": 4096,
-        "api": "responses", "saved_usd": pytest.approx(1300 * 2.5e-06),
+        "api": "responses", "saved_usd": pytest.approx(saved),
         "cost_usd": pytest.approx(cost), "spend_usd": None, "spend_limit_usd": None,
         "spend_level": Level.NORMAL, "spend_period": None,
     }  # fmt: skip

@@ -6,6 +6,7 @@ what a request whose required parts alone overflow gets (a cut, or a refusal).""
 from proxy.planner.budget.allocation import Plan, Planner
 from proxy.planner.budget.fit import Fit, count_forwarded, known_counts
 from proxy.planner.budget.note import budget_note, note_cost
+from proxy.planner.budget.placeholders import turns_placeholder
 from proxy.planner.budget.trim import with_note
 
 __all__ = [
@@ -16,5 +17,6 @@ __all__ = [
     "count_forwarded",
     "known_counts",
     "note_cost",
+    "turns_placeholder",
     "with_note",
 ]

@@ -27,10 +27,8 @@ from proxy.planner.budget.state import PlanState
 from proxy.planner.budget.turn_choices import recent_room
 from proxy.planner.budget.turn_recall import recall_room
 from proxy.planner.history import Dedupe, dedupe, may_repeat
-from proxy.planner.parts import Action, Decision, Kind, Layout
-from proxy.policy import Policy
-from proxy.relevance import TermIndex
-from proxy.types import Priority, Section, Tokenizer
+from proxy.planner.parts import Action, Decision, Kind, Layout, Run, max_output
+from proxy.types import Priority, Section
 
 
 @dataclass(slots=True)
@@ -58,19 +56,11 @@ class Planner:
     """Plans one request's items for a budget; its state (budget/state.py) is shared by the
     re-plans that tighten the budget until the forwarded request fits."""
 
-    def __init__(
-        self,
-        layout: Layout,
-        policy: Policy,
-        tokenizer: Tokenizer,
-        window: int | None,
-        terms: TermIndex | None = None,
-        answer: int = 0,
-    ) -> None:
-        self.state = PlanState(layout, policy, tokenizer, terms)
+    def __init__(self, layout: Layout, run: Run) -> None:
+        self.state = PlanState(layout, run.policy, run.tokenizer, run.terms)
         self.layout = layout
-        self.window = window
-        self.answer = answer  # the tokens the request's max_tokens keeps for the answer
+        self.window = run.window
+        self.answer = max_output(run.body) or 0  # the tokens max_tokens keeps for the answer
         self._budget = 0  # the budget prepared for
         self._prepared: tuple[Dedupe, Choices] | None = None  # dedupe, and the choices
         self._required: tuple[list[int], dict[Section, int]] | None = None
@@ -82,6 +72,7 @@ class Planner:
         self._uncleared: dict[int, int] = {}
         self._capped = False  # what depends on the budget made (prepare)
         self.recall = 0  # tokens kept for the recall of omitted turns (turn_recall.py)
+        self._recalls = run.recall  # whether this plan may make one
 
     def prepare(self, budget: int, fixed: int) -> None:
         """What depends on the budget and is made once, before any plan (re-plans that
@@ -103,7 +94,7 @@ class Planner:
         previous = pin_turns(state, left)
         if state.preset.keys() - cuts.keys() or state.opening:
             self._required = None  # the pinned parts are required now
-        self.recall = recall_room(state, left)
+        self.recall = recall_room(state, left) if self._recalls else 0
         state.recent_room = recent_room(left, previous)
 
     def plan(self, budget: int, fixed: int) -> Plan:

@@ -10,7 +10,7 @@ after that plan as they came. That plan is a function of the boundary's prefix a
 every step until the next boundary forwards the same prefix and appends to it. The old
 results that the newest commands name and that plan left out are brought back in one
 message at the end (recalled: never cached, so it is small). A function of the request and
-the policy alone, like the stable cut of a conversation (stable_cut.py).
+the policy alone, as a conversation's is (chat.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from proxy.planner.cache.agent_recall import MIN_ROOM, Anchored, Recall, with_recall
 from proxy.planner.cache.plan_at import PlanAt
 from proxy.planner.cache.report import message_items
-from proxy.planner.cache.stable_cut import step_of
+from proxy.planner.cache.stable_cut import boundary, step_of
 from proxy.planner.parts import Counted, Layout, Run
 from proxy.planner.report import ItemReport, PlanOutcome, PlanReport, Refused, SectionReport
 
@@ -37,19 +37,6 @@ def is_agent_loop(layout: Layout, full: Sequence[int]) -> bool:
         return False
     tokens = sum(full[i] for unit in exchanges for i in unit)
     return 2 * tokens > sum(full)
-
-
-def boundary(layout: Layout, full: Sequence[int], step: int) -> int:
-    """The index of the first message of a unit at or after k * step tokens from the start,
-    k = the whole steps in the messages; len(full) when none (the newest unit ends there)."""
-    mark = sum(full) // step * step
-    starts = {unit[0] for unit in layout.units if unit}
-    seen = 0
-    for i, cost in enumerate(full):
-        if seen >= mark and i in starts:
-            return i
-        seen += cost
-    return len(full)
 
 
 def _keeps_current_turn(layout: Layout, at: int, planned: list[Any]) -> bool:
@@ -71,7 +58,7 @@ def plan_anchored(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | 
         return None
     body, full = run.body, counted.full
     step = step_of(budget, policy.cache.agent_watermark)
-    at = boundary(layout, full, step)
+    at = boundary(full, [unit[0] for unit in layout.units if unit], step)
     first = next((i for i, r in enumerate(layout.roles) if r == "user"), len(full))
     if at <= first + 1 or budget - step <= 0:
         return None
@@ -109,11 +96,11 @@ def plan_anchored(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | 
         trimmed=head.trimmed,
         cleared=head.cleared,
         problems=problems,
-        make_report=_report(counted, anchored, recall, problems),
+        make_report=anchored_report(counted, anchored, recall, problems),
     )
 
 
-def _report(
+def anchored_report(
     counted: Counted, anchored: Anchored, recall: Recall | None, problems: list[str]
 ) -> Callable[[], PlanReport]:
     """The report in the request's own message numbers: the boundary's plan for the
@@ -132,9 +119,11 @@ def _report(
             outer.estimated,
         )
         report.problems = list(problems)
-        items: list[ItemReport] = list(inner.items)
+        items: list[ItemReport] = [it for it in inner.items if it.message < at]
         sections = {s.section: replace(s) for s in inner.sections}
         steps = f"steps of {anchored.step:,} tokens"
+        loop = bool(layout.agent) or any(r == "tool" for r in layout.roles[at:])
+        what, why = ("tool results", "commands") if loop else ("parts of turns", "question")
         note = f"planned as of the step boundary at message {at} ({steps})"
         for i in range(at, len(layout.stripped)):  # the steps since: as they came
             for it in message_items(layout, i, "keep", f"after the boundary; {note}", kept=True):
@@ -148,8 +137,7 @@ def _report(
                     kind="recall",
                     tag="cache recall",
                     action="summary-inserted",
-                    reason=f"{recall.count} earlier tool results recalled for the newest "
-                    f"commands; {note}",
+                    reason=f"{recall.count} earlier {what} recalled for the newest {why}; {note}",
                 )
                 _add(sections, it)
                 items.append(it)  # last: the stable sort below keeps it after that message

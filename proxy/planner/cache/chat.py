@@ -1,110 +1,297 @@
-"""Cache mode: an over-budget conversation cut at a stable point, recall after it, then planned.
+"""Cache mode for a conversation: planned as of its last step boundary, the turns since
+appended whole, what the current question needs of the rest recalled just before it.
 
-The history before the stable cut (stable_cut.py) is dropped; what relevance brings back
-of it for the current turn goes in one message just before the current turn (history/recall.py),
-sized by how clearly the turn points into the cut-off past (chat_recall.py; a large one
-takes the newest forwarded turns' room); the rest is forwarded as it came. The shortened
-request then goes through the ordinary planner (cache off), which forwards it untouched
-when it fits, as it does by design, and otherwise trims what the cut left over the budget:
-every request still fits.
+A chat over its budget, planned per request, changes the start of its prompt every turn:
+the provider's prompt cache never hits. Here the conversation is planned as it stood at
+its last step boundary (the first turn at or after k * step tokens from its start, k the
+whole steps in it, step (1 - watermark) of the budget), by the ordinary planner at the
+watermark's share of the budget: whole turns, the newest first, the older ones by
+relevance to that turn. That plan is a function of the messages before the boundary
+alone, so every turn until the next boundary forwards it unchanged, then the turns since,
+as they came: the prompt grows by appending. What the current question needs that the
+plan left out is recalled in one quoted user message just before the question (history/
+recall.py), sized by how clearly the question points into the past (history/standout.py):
+only the recall and the newest turn are new to the provider's cache. Where the plan would
+not fit beside the turns since (a step too large for its budget), the request is planned
+per request.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from proxy.planner.cache.chat_recall import Cut, recall
-from proxy.planner.cache.plan_at import PlanAt
-from proxy.planner.cache.report import CacheCut, merged_report
-from proxy.planner.cache.stable_cut import history_units, step_of
-from proxy.planner.cache.summaries import cut_with_summaries, offered
-from proxy.planner.parts import Counted, Run
-from proxy.planner.report import PlanOutcome, Refused
-from proxy.types import Priority
+import orjson
 
-_LOOP = ("assistant", "tool", "function")  # after the current turn: an agent's exchanges
+from proxy.planner.budget import count_forwarded, turns_placeholder
+from proxy.planner.cache.agent import anchored_report
+from proxy.planner.cache.agent_recall import Anchored, Recall
+from proxy.planner.cache.plan_at import PlanAt
+from proxy.planner.cache.stable_cut import boundary, step_of
+from proxy.planner.history import (
+    STATEMENT_WEIGHT,
+    asks,
+    carrying_on,
+    now_of,
+    query_texts,
+    recall_message,
+    speaker_line,
+    standouts,
+    without_own_label,
+    worth,
+)
+from proxy.planner.parts import Counted, Head, Run, Turn, head_key, history_turns
+from proxy.planner.report import PlanOutcome, PlanReport, Refused
+from proxy.relevance import score_history
+
+_LATER = 3  # boundaries tried, a step apart, before a request is planned per request
 
 
 def plan_stable(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | None:
-    """The outcome for an over-budget request in cache mode; None when it has no history
-    to cut (then the ordinary planner decides). `plan_at` plans the shortened request."""
-    budget, policy, layout, full = run.budget, run.policy, counted.layout, counted.full
-    history = history_units(layout, full)
-    if budget is None or run.window is None or not history.units:
+    """The outcome for an over-budget conversation in cache mode; None when it cannot be
+    planned this way (no turn before a boundary past its setup, or the plan and the turns
+    since do not fit together): then the ordinary planner decides."""
+    budget, window, policy, layout = run.budget, run.window, run.policy, counted.layout
+    if budget is None or window is None:
         return None
-    in_history = {i for unit in history.units for i in unit}
-    # What stays beside the history: messages with a required part. Optional tagged parts
-    # outside it (client summaries, memory blocks) get no room here: the ordinary planner
-    # below gives them what the turns leave, as it does without cache mode (LoCoMo with one
-    # client summary per session at 2k: recall 0.24 when their room came first, 0.74
-    # without summaries).
-    priority, required = layout.priority, Priority.REQUIRED
-    staying = [
-        i
-        for i in range(len(full))
-        if i not in in_history and any(priority[k] is required for k in layout.items_of(i))
-    ]
-    other = sum(full[i] for i in staying)
-    recall_on = policy.history.relevance == "bm25"
-    cache = policy.cache
-    cap = math.floor(cache.recall_share * budget) if recall_on else 0
-    reserve = min(cap, math.floor(cache.recall_reserve * budget))
-    room = budget - counted.fixed - other - reserve
-    step = step_of(budget, cache.watermark)
-    offers, summary_cap = offered(run.summaries, run.tokenizer, policy, budget)
-    n, placed = cut_with_summaries(history, room, step, offers, summary_cap, layout.current_start)
-    if n == 0:
+    turns = [t for t in history_turns(layout) if t.question]
+    starts = [t.question[0] for t in turns]
+    if not starts:
         return None
-    units, cost = history.units, history.cost
-    kept = sum(cost[n:]) + sum(p.cost for p in placed)
-    # Forwarded history: units n .. end - 1 (a recall may take the newest ones' room).
-    cut = Cut(history, n, len(units), kept, staying, other)
-    recalled: list[int] = []
-    extra: dict[str, str] | None = None
-    # In an agent's loop (exchanges after the current turn) the recall would sit before
-    # every step's exchanges and change as they grow, so that none of them were cached:
-    # it is made for a chat turn only (agent runs at 16k: 68% -> 78% of trimmed prompt
-    # tokens cached; with the old fixed share 76%).
-    looping = any(r in _LOOP for r in layout.roles[layout.current_start :])
-    if cap > 0 and not looping:
-        found = recall(run, counted, cut, cap)
-        if found is not None:
-            extra, chosen = found
-            recalled = [units[u][0] for u in chosen]
-    gone = {i for unit in (*units[:n], *units[cut.end :]) for i in unit}
-    boundary = units[n][0] if n < len(units) else layout.current_start
-    report = CacheCut(sorted(gone), set(recalled), [], history.tokens - cut.kept, step)
-    reduced: list[Any] = []
-    for i, m in enumerate(run.body["messages"]):
-        if i == boundary:  # summaries where what they cover was: at the cut
-            for p in placed:
-                report.inserted[len(reduced)] = (i, p.summary)
-                reduced.append(p.message)
-                report.origin.append(None)
-        if extra is not None and i == layout.current_start:
-            reduced.append(extra)
-            report.origin.append(None)
-        if i not in gone:
-            reduced.append(m)
-            report.origin.append(i)
-    for p in placed:
-        report.summarized.update(i for i in range(p.summary.start, p.summary.end) if i in gone)
-    try:
-        result = plan_at({**run.body, "messages": reduced}, policy, run.window)
-    except Refused as exc:  # the required parts alone are over: say it of the whole request
-        exc.outcome.tokens_before = counted.before
-        raise
-    summarized = len(report.summarized)
-    # The inner outcome with the whole request's figures: its other counts stand as they are.
+    full = counted.full
+    step = step_of(budget, policy.cache.watermark)
+    # Steps of the history before the current turn: what the newest question adds moves
+    # nothing, so the turns until the next step plan the same part the same way.
+    history = [*full[: layout.current_start], 0]
+    found = None
+    for later in range(_LATER):
+        # Turns since the boundary too long to go beside its plan (a long question, long
+        # turns on a small budget): the boundary one step later, as the next requests
+        # will find it while they are as long.
+        at = min(boundary(history, [*starts, layout.current_start], step, later), len(history) - 1)
+        if at <= starts[0] or budget - step <= 0:
+            return None  # nothing but the setup before the boundary: nothing to plan
+        head = _head(run, counted, plan_at, at, budget - step)
+        if head is None:
+            return None
+        planned = list(head.body["messages"])
+        tail = list(layout.stripped[at:])
+        result = _fitting(run, counted, [*planned, *tail], plan_at)
+        if result is not None:
+            found = at, head, planned, tail, result
+            break
+        if at >= layout.current_start:
+            break
+    if found is None:  # the turns since the boundary do not fit beside its plan
+        return None
+    at, head, planned, tail, result = found
+    anchored = Anchored(at, step, head, planned, tail, result)
+    recall = _recall(run, counted, anchored, plan_at, budget - result.tokens_after, turns)
+    result = anchored.result
+    problems = list(dict.fromkeys([*layout.problems, *head.problems, *result.problems]))
     return replace(
         result,
         changed=True,
         tokens_before=counted.before,
-        dropped=len(gone) - summarized + result.dropped,
-        summarized=summarized + result.summarized,
-        trimmed=len(gone) + result.trimmed,
-        problems=list(dict.fromkeys([*layout.problems, *result.problems])),  # planned twice
-        make_report=merged_report(result, layout, report, counted.before),
+        dropped=head.dropped,
+        truncated=head.truncated,
+        summarized=head.summarized,
+        deduped=head.deduped,
+        trimmed=head.trimmed,
+        cleared=head.cleared,
+        problems=problems,
+        make_report=anchored_report(counted, anchored, recall, problems),
     )
+
+
+def _head(run: Run, counted: Counted, plan_at: PlanAt, at: int, budget: int) -> PlanOutcome | None:
+    """The plan of the conversation before the boundary, at `budget` (its whole share of
+    the room: no reserve for the answer, which the request as a whole keeps), as the
+    question right after the boundary would have it planned (the turn before it is then
+    the previous turn, kept but cut if it must be, not a current turn kept whole); from the
+    worker's memo when it made it before (memo.py). None when it cannot be planned so."""
+    policy = run.policy
+    headed = replace(policy, budget=replace(policy.budget, ratio=1.0, reserve_output=False))
+    messages = run.body["messages"]
+    question, asked = messages[at], counted.full[at]
+    body = {**run.body, "messages": messages[: at + 1]}
+
+    summaries = [s for s in run.summaries if s.end <= at]  # of the part it plans only
+
+    def plan() -> PlanOutcome | None:
+        try:
+            made = plan_at(body, headed, budget + asked, summaries=summaries, recall=False)
+        except Refused:
+            return None
+        out = made.body["messages"]
+        if not out or out[-1] is not question:
+            return None  # the question itself was cut: no plan of the part before it
+        return replace(made, body={**made.body, "messages": out[:-1]},
+                       tokens_after=made.tokens_after - asked)  # fmt: skip
+
+    memo = run.memo
+    if memo is None:
+        return plan()
+    key = head_key(body["messages"], headed, budget, run.tokenizer.name, summaries)
+    known = memo.get(key)
+    if known is not None:
+        return _outcome(run, known, plan)
+    made = plan()
+    if made is not None:
+        counts = (made.dropped, made.truncated, made.summarized, made.deduped, made.trimmed,
+                  made.cleared)  # fmt: skip
+        forwarded = list(made.body["messages"])
+        size = len(orjson.dumps(forwarded, default=repr))
+        memo.put(key, Head(forwarded, made.tokens_after, counts, tuple(made.problems), size))
+    return made
+
+
+def _outcome(run: Run, head: Head, plan: Callable[[], PlanOutcome | None]) -> PlanOutcome:
+    """A memo's head as the outcome its plan gave (its report made by planning it again,
+    when asked for: the hot path needs only what it forwards and its counts)."""
+    dropped, truncated, summarized, deduped, trimmed, cleared = head.counts
+
+    def report() -> PlanReport:
+        made = plan()
+        assert made is not None  # it was planned before, with the same inputs
+        return made.report
+
+    return PlanOutcome(
+        {**run.body, "messages": head.messages}, True, None, None, 0, head.tokens_after,
+        dropped, truncated, summarized, deduped, trimmed, list(head.problems),
+        run.tokenizer.estimated, report, cleared,
+    )  # fmt: skip
+
+
+def _recall(
+    run: Run, counted: Counted, anchored: Anchored, plan_at: PlanAt, free: int, turns: list[Turn]
+) -> Recall | None:
+    """The recall of what the current question needs of the turns the boundary's plan left
+    out, in the cache policy's share of the budget; it goes in `anchored.result`. When it
+    needs more room than the plan and the turns since leave, the newest of those turns but
+    the newest `history.keep_recent` give theirs, newest first: the prompt before them
+    stays what the provider cached. None when the question needs nothing or nothing fits."""
+    policy, layout = run.policy, counted.layout
+    cache, full = policy.cache, counted.full
+    if policy.history.relevance != "bm25" or layout.current_start + 1 < len(layout.roles):
+        # In an agent's loop (exchanges after the question) the recall would sit before
+        # every step's exchanges and change as they grow: none of them would be cached.
+        return None
+    query, context = query_texts(layout)
+    query = without_own_label(query)
+    if not query.strip() or not turns:
+        return None
+    stripped, roles = layout.stripped, layout.roles
+    lines = [  # the plain lines a recall may quote (speaker_line)
+        i
+        for i in range(layout.setup_end, layout.current_start)
+        if roles[i] in ("user", "assistant")
+        and type(c := stripped[i].get("content")) is str
+        and c.strip()
+        and not layout.commands.get(i)
+        and not stripped[i].get("tool_calls")
+    ]
+    if not lines:
+        return None
+    texts = [stripped[i]["content"] for i in lines]
+    scores = score_history(query, texts, context=context, index=run.terms)
+    # What stands out of the history for this question (history/standout.py): the lines
+    # whose relevance stands recall_floor deviations above the bulk, counted less for a
+    # turn that asks nothing and for one that carries on from the message before it.
+    weight = (1.0 if asks(query) else STATEMENT_WEIGHT) * (1.0 - carrying_on(scores))
+    standing = [j for j, z in enumerate(standouts(scores)) if z * weight > cache.recall_floor]
+    if not standing:
+        return None
+    at = anchored.at
+    sent = {_key(m) for m in anchored.planned}
+
+    def wanted(j: int, gone: set[int]) -> bool:
+        i = lines[j]
+        return i in gone if i >= at else _key(stripped[i]) not in sent
+
+    assert run.budget is not None
+    cap = int(cache.recall_share * run.budget)
+    quoting = 8  # tokens a recalled line costs besides its text, about
+    need = min(cap, sum(full[lines[j]] + quoting for j in standing if wanted(j, set())))
+    if need <= 0:
+        return None
+    gone: set[int] = set()  # messages of the newest turns since the boundary given up
+    given: list[Any] = []
+    # The newest turns stay (the contract's newest first: never one of them gone while an
+    # older one is kept whole); the ones before them since the boundary may give way.
+    keep = max(1, policy.history.keep_recent)
+    for turn in reversed([t for t in turns[:-keep] if t.question[0] >= at]):
+        if free >= need:
+            break
+        members = [*turn.question, *turn.reply, *turn.attached]
+        members += [i for u in turn.exchanges for i in layout.units[u]]
+        gone.update(members)
+        free += sum(full[i] for i in members)
+        given.append(turn)
+        need = min(cap, sum(full[lines[j]] + quoting for j in standing if wanted(j, gone)))
+    room = min(free, cap)
+    candidates = [j for j in standing if wanted(j, gone)]
+    if not candidates or room <= 0:
+        return None
+    costs = [full[i] for i in lines]
+    values = worth(texts, costs, [0] * len(texts), now_of(layout), run.terms, scores)
+
+    def line_of(j: int) -> str | None:
+        return speaker_line(layout.stripped[lines[j]])
+
+    found = recall_message(line_of, candidates, values, room, run.tokenizer)
+    if found is None:
+        return None
+    message, chosen = found
+    tail: list[Any] = []
+    first = min((t.question[0] for t in given), default=-1)
+    for i in range(at, len(layout.stripped)):
+        if i == first:
+            tail.append({"role": "user", "content": turns_placeholder(len(given))})
+        if i == layout.current_start:
+            tail.append(message)
+        if i not in gone:
+            tail.append(layout.stripped[i])
+    messages = [*anchored.planned, *tail]
+    tried = _fitting(run, counted, messages, plan_at)
+    if tried is None:
+        return None
+    anchored.result = tried
+    return Recall(message, messages.index(message), len(chosen))
+
+
+def _fitting(
+    run: Run, counted: Counted, messages: list[Any], plan_at: PlanAt
+) -> PlanOutcome | None:
+    """The outcome forwarding `messages` as they are, when they fit the budget; None
+    when not. Counted as the ordinary planner counts a request within its budget (each
+    message the request sent keeps its count); its report made by that planner, when
+    asked for."""
+    budget, layout = run.budget, counted.layout
+    assert budget is not None and run.window is not None
+    body = {**run.body, "messages": messages}
+    known = dict(zip(map(id, layout.stripped), counted.full, strict=True))
+    tokens = count_forwarded(run.tokenizer, body, messages, known)
+    if tokens > budget:
+        return None
+    window = run.window
+
+    def report() -> PlanReport:
+        return plan_at(body, run.policy, window).report
+
+    return PlanOutcome(
+        body, True, budget, window, tokens, tokens, 0, 0, 0, 0, 0, [],
+        run.tokenizer.estimated, report,
+    )  # fmt: skip
+
+
+def _key(message: Any) -> tuple[Any, ...]:
+    """A message by what it says (whose, what content)."""
+    if not isinstance(message, dict):
+        return (None, repr(message))
+    content = message.get("content")
+    return (message.get("role"), content if type(content) is str else repr(content))
+
+
+__all__: Sequence[str] = ["plan_stable"]

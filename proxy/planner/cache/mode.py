@@ -12,9 +12,10 @@ from proxy.planner.report import PlanOutcome
 
 def plan_cached(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | None:
     """The outcome in cache mode; None when the request has nothing to cut this way (then
-    the ordinary planner decides: also a conversation, unless `cache.chats` says so)."""
+    the ordinary planner decides: also a conversation, unless `cache.chats` says so or
+    the client caches its prompt: an OpenAI `prompt_cache_key`, Anthropic cache points)."""
     if is_agent_loop(counted.layout, counted.full):
         return plan_anchored(run, counted, plan_at)
-    if not run.policy.cache.chats:
-        return None
+    if not (run.policy.cache.chats or run.body.get("prompt_cache_key")):
+        return None  # planned per request, unless the client caches its prompt
     return plan_stable(run, counted, plan_at)

@@ -7,7 +7,6 @@ from proxy.planner.history.order import now_of, query_texts
 from proxy.planner.history.rank import Now, keep_order, keys_of, merits, per_token, worth
 from proxy.planner.history.recall import (
     RECALL_ROLE,
-    exchange_lines,
     quote,
     recall_message,
     speaker_line,
@@ -18,8 +17,7 @@ from proxy.planner.history.standout import (
     STATEMENT_WEIGHT,
     asks,
     carrying_on,
-    recall_need,
-    recall_size,
+    standouts,
     without_own_label,
 )
 
@@ -31,7 +29,6 @@ __all__ = [
     "asks",
     "carrying_on",
     "dedupe",
-    "exchange_lines",
     "keep_order",
     "keys_of",
     "may_repeat",
@@ -41,10 +38,9 @@ __all__ = [
     "query_texts",
     "quote",
     "recall_message",
-    "recall_need",
-    "recall_size",
     "reused",
     "speaker_line",
+    "standouts",
     "without_own_label",
     "worth",
 ]

@@ -45,7 +45,7 @@ def now_of(layout: Layout) -> Now:
 
 
 def query_texts(layout: Layout) -> tuple[str, str]:
-    """What a chat turn's recall is sized and scored by (cache/chat_recall.py): the current
+    """What a chat turn's recall is sized and scored by (cache/chat.py): the current
     turn's user text, and the newest turns' text."""
     start, msg, role, text = layout.current_start, layout.msg, layout.role, layout.text
     kind, summary = layout.kind, Kind.SUMMARY

@@ -49,22 +49,6 @@ def speaker_line(message: Any) -> str | None:
     return quote(who, content)
 
 
-def exchange_lines(messages: Sequence[Any], names: Callable[[Any], str]) -> str | None:
-    """A tool exchange (an assistant's calls, then their results) as recalled parts: each
-    result whose content is text, said to be the result of its tool; None when none is."""
-    parts = []
-    for m in messages[1:]:
-        content = m.get("content") if isinstance(m, dict) else None
-        if (
-            isinstance(m, dict)
-            and m.get("role") in _RESULTS
-            and isinstance(content, str)
-            and content.strip()
-        ):
-            parts.append(quote(f"Result of {names(m)}", content))
-    return "\n".join(parts) if parts else None
-
-
 def recall_message(
     line_of: Callable[[int], str | None],
     candidates: Sequence[int],

@@ -2,10 +2,11 @@
 
 Most turns of a conversation carry on from its newest part; a question about the past
 names something said long ago, and relevance then finds one turn (or a few) there that
-stands out from the rest of the history. The need is that standout: the best cut-off
-turn's score in standard deviations above the mean score of the whole history (a
-z-score). Broad chatter that matches many turns a little scores low, however much of the
-history was cut; a specific reference to one old turn scores high. It is weighed down for a
+stands out from the rest of the history. A turn's standout is its score in standard
+deviations above the mean score of the bulk of the history (a z-score); what stands out
+of the cut-off past is what cache mode recalls. Broad chatter that matches many turns a
+little scores low, however much of the history was cut; a specific reference to one old
+turn scores high. It is weighed down for a
 turn that asks nothing (STATEMENT_WEIGHT) and for one that answers the message just before
 it (carrying_on): a reply ("Did you make that?" after a photo of a cake) can still name an
 old topic precisely, and a question about the distant past rarely follows on from the
@@ -64,32 +65,18 @@ def without_own_label(text: str) -> str:
     return text[found.end() :] if found else text
 
 
-def recall_need(scores: Sequence[float], cut: Sequence[bool]) -> float:
-    """The standout (a z-score, 0 or more) of the best scored cut-off unit against the
-    bulk of the history units' `scores` (all but the best _TOP of them); 0 when nothing
-    was cut or nothing stands out, infinite when the bulk is all alike and it is above."""
-    if len(scores) < 2 or not any(cut):
-        return 0.0
+def standouts(scores: Sequence[float]) -> list[float]:
+    """Each unit's standout: its score in standard deviations above the bulk of the
+    history's (all but the best _TOP), 0 or more; infinite above a bulk all alike."""
+    if len(scores) < 2:
+        return [0.0] * len(scores)
     values = np.asarray(scores, dtype=np.float64)
-    best = float(values[np.asarray(cut, dtype=bool)].max())
     bulk = np.sort(values)[: max(2, math.ceil(len(values) * (1.0 - _TOP)))]
-    above = best - float(bulk.mean())
-    if above <= 0.0:
-        return 0.0
+    above = np.maximum(values - float(bulk.mean()), 0.0)
     spread = float(bulk.std())
-    return above / spread if spread > 0.0 else math.inf  # one match, all else alike
-
-
-# How the recall grows from the floor to the full share: as the 4th power of the way
-# there. A turn whose need is middling is far more often chatter that names an old topic
-# than a question about it (LoCoMo at 4k: 9% of the replayed turns above 4, 99% of the
-# questions; 3% above 6.5, 92%), and a question needs most of the budget to bring its
-# evidence back (recall 0.78 / 0.82 / 0.84 / 0.87 with 0.3 / 0.5 / 0.7 / 1.0 of it): so
-# the tokens go to the clear cases, little to the middling ones. Measured there
-# (bench_cache.py, all questions), at recall 0.853-0.854: trimmed prompt tokens cached
-# 82.4% with a linear ramp (floor / full 3 / 8), 82.0% with the square (2 / 7), 83.4% with
-# the fourth power (2 / 6.5).
-RAMP_POWER = 4
+    if spread > 0.0:
+        return [float(v) for v in above / spread]
+    return [math.inf if v > 0.0 else 0.0 for v in above]
 
 
 def carrying_on(scores: Sequence[float]) -> float:
@@ -101,13 +88,3 @@ def carrying_on(scores: Sequence[float]) -> float:
         return 0.0
     best = max(scores)
     return min(1.0, max(0.0, scores[-1] / best)) if best > 0.0 else 0.0
-
-
-def recall_size(need: float, floor: float, full: float, cap: int) -> int:
-    """Tokens for the recall message: none at or below the need `floor`, rising as the
-    RAMP_POWER-th power of the way from `floor` to `full`, and `cap` at `full` and past."""
-    if need <= floor:
-        return 0
-    if need >= full or full <= floor:
-        return cap
-    return math.floor(cap * ((need - floor) / (full - floor)) ** RAMP_POWER)

@@ -7,6 +7,7 @@ from proxy.planner.parts.costs import count_message, measure, overhead, untagged
 from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
 from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
+from proxy.planner.parts.memo import Head, Kept, PlanMemo, head_key
 from proxy.planner.parts.messages import command_text, render, tool_name
 from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
@@ -22,14 +23,18 @@ __all__ = [
     "Counted",
     "Decision",
     "ExtraSummary",
+    "Head",
+    "Kept",
     "Kind",
     "Layout",
+    "PlanMemo",
     "Run",
     "Turn",
     "add_summaries",
     "build_layout",
     "command_text",
     "count_message",
+    "head_key",
     "history_turns",
     "max_output",
     "measure",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.planner.parts.items import Layout
+from proxy.planner.parts.memo import PlanMemo
 from proxy.planner.parts.summaries import ExtraSummary
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
@@ -31,6 +32,11 @@ class Run:
     # How many leading messages are the setup, when this request was cut from another
     # (cache mode plans what it kept): the setup is that request's. None: found here.
     setup: int | None = None
+    # Whether a conversation's plan may recall what its omitted turns hold for the current
+    # question (budget/turn_recall.py): not in a plan of an earlier part of it (cache mode).
+    recall: bool = True
+    # The worker's plans of conversations as of their step boundaries (memo.py).
+    memo: PlanMemo | None = None
 
     @property
     def names(self) -> tuple[str, bool]:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from proxy.planner.parts.groups import Singles
 from proxy.planner.parts.items import Layout
 from proxy.types import Priority, Section
 
 _TURN_TAGS = frozenset(("default", "agent history"))
+_OPERATOR = frozenset(("system", "developer"))
 _CALLS = ("tool_calls", "function_call")
 
 
@@ -42,6 +44,8 @@ def history_turns(layout: Layout) -> list[Turn]:
     start, end = layout.setup_end, layout.current_start
     if end <= start:
         return []
+    if isinstance(layout.units, Singles) and not layout.split:
+        return _plain_turns(layout, start, end)
     roles, base, units, unit_of = layout.roles, layout.base, layout.units, layout.unit_of
     section, priority, tag, stripped = layout.section, layout.priority, layout.tag, layout.stripped
     recent, required = Section.RECENT_MESSAGES, Priority.REQUIRED
@@ -75,6 +79,32 @@ def history_turns(layout: Layout) -> list[Turn]:
             turns.append(turn)
         m = stripped[i]
         if role == "assistant" and type(m) is dict and not any(m.get(c) for c in _CALLS):
+            turn.reply.append(i)
+        else:
+            turn.attached.append(i)
+    return turns
+
+
+def _plain_turns(layout: Layout, start: int, end: int) -> list[Turn]:
+    """history_turns for a chat of messages each a unit and an item of its own (a long
+    plain chat: this runs per request)."""
+    roles, plain, tag, priority = layout.roles, layout.plain, layout.tag, layout.priority
+    required = Priority.REQUIRED
+    turns: list[Turn] = []
+    turn: Turn | None = None
+    for i in range(start, end):
+        role = roles[i]
+        if role == "user":
+            if tag[i] in _TURN_TAGS and priority[i] is not required:
+                turn = Turn([i])
+                turns.append(turn)
+            continue
+        if role in _OPERATOR or tag[i] not in _TURN_TAGS or priority[i] is required:
+            continue
+        if turn is None:
+            turn = Turn()
+            turns.append(turn)
+        if role == "assistant" and plain[i]:
             turn.reply.append(i)
         else:
             turn.attached.append(i)

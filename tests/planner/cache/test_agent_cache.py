@@ -10,8 +10,9 @@ from typing import Any
 
 import orjson
 
-from proxy.planner.cache.agent import boundary, is_agent_loop
+from proxy.planner.cache.agent import is_agent_loop
 from proxy.planner.cache.agent_recall import RECALL_TOOLS_HEAD
+from proxy.planner.cache.stable_cut import boundary
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.request import plan_request
 from proxy.policy.model import BudgetPolicy, CachePolicy, Policy
@@ -59,7 +60,7 @@ def test_the_boundary_is_a_unit_start_at_whole_steps() -> None:
     loop = long_run(10)
     layout = build_layout(loop, policy())
     full = [WORDS.count_message(m) for m in loop]
-    at = boundary(layout, full, 500)
+    at = boundary(full, [unit[0] for unit in layout.units], 500)
     assert loop[at]["role"] != "tool"
     assert sum(full[:at]) >= sum(full) // 500 * 500
     assert sum(full[at:]) < 500  # the steps since it: less than one step

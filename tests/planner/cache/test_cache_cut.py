@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proxy.cli.main import main
-from proxy.planner.cache.stable_cut import cut_index, step_of
+from proxy.planner import Kept
+from proxy.planner.cache.stable_cut import boundary, step_of
 from proxy.planner.history.recall import RECALL_HEAD, RECALL_ROLE, speaker_line
 from proxy.planner.parts.decision import MARKER
 from proxy.planner.parts.run import Run
@@ -75,11 +75,14 @@ def stable_part(out: list[Any]) -> list[Any]:
 
 
 def moved(before: list[Any], after: list[Any]) -> bool:
-    """Whether `after` lost the prefix `before` left for the cache: it neither starts with
-    `before`'s stable part nor forwards only a part of it (a large recall takes the newest
-    turns' room: the prefix before them is still the one sent before)."""
-    old, new = stable_part(before), stable_part(after)
-    return after[: len(old)] != old and old[: len(new)] != new
+    """Whether `after` lost the prefix `before` left for the cache: it does not start with
+    `before`'s stable part."""
+    old = stable_part(before)
+    return after[: len(old)] != old
+
+
+def recalled(out: list[Any]) -> bool:
+    return any(str(m.get("content")).startswith(RECALL_HEAD) for m in out)
 
 
 def tokens(tok: Any, body: dict[str, Any], out: list[Any]) -> int:
@@ -91,35 +94,28 @@ def tokens(tok: Any, body: dict[str, Any], out: list[Any]) -> int:
 # --- the cut itself ---------------------------------------------------------------------
 
 
-def test_cut_index_keeps_everything_that_fits() -> None:
-    assert cut_index([10, 10, 10], 30, 5) == 0
+def test_boundary_is_the_first_start_past_the_whole_steps() -> None:
+    # 100 tokens, steps of 20: mark 100 -> the end; 95 tokens: mark 80 -> the first start
+    # at or after 80 tokens from the start.
+    assert boundary([10] * 10, range(10), 20) == 10
+    assert boundary([10] * 9 + [5], [0, 3, 6, 9], 20) == 9
+    assert boundary([10] * 9 + [5], [0, 3, 6], 20) == 10  # no start past the mark
 
 
-def test_cut_index_cuts_at_the_first_boundary_past_whole_steps() -> None:
-    # 100 tokens of history, room 75, steps of 20: k = ceil(25 / 20) = 2, mark 40.
-    assert cut_index([10] * 10, 75, 20) == 4
-    assert cut_index([15] * 6 + [10], 75, 20) == 3  # 45 is the first boundary at/after 40
+def test_boundary_moves_only_when_the_request_grows_by_a_step() -> None:
+    costs = [10] * 30
+    at = [boundary(costs[:n], range(n), 40) for n in range(1, 31)]
+    assert at == sorted(at)  # it never moves back
+    assert len(set(at)) <= 300 // 40 + 1
 
 
-def test_cut_index_moves_only_when_history_grows_by_a_step() -> None:
-    costs = [10] * 10
-    cuts = [cut_index(costs[:n], 45 + 0 * n, 20) for n in range(1, 11)]
-    assert cuts == sorted(cuts)  # it never moves back
-    assert len(set(cuts)) <= 100 // 20 + 1
-
-
-@given(
-    st.lists(st.integers(1, 60), min_size=1, max_size=40),
-    st.integers(-50, 400),
-    st.integers(1, 120),
-)
-def test_cut_index_always_fits_the_room(costs: list[int], room: int, step: int) -> None:
-    n = cut_index(costs, room, step)
-    assert sum(costs[n:]) <= max(room, 0)
-    if n:  # at the first unit boundary at or after the fewest whole steps that fit
-        mark = math.ceil((sum(costs) - max(room, 0)) / step) * step
-        assert sum(costs[: n - 1]) < mark
-        assert n == len(costs) or sum(costs[:n]) >= mark
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 120))
+def test_boundary_is_at_a_start_past_the_mark(costs: list[int], step: int) -> None:
+    starts = list(range(0, len(costs), 2))
+    at = boundary(costs, starts, step)
+    mark = sum(costs) // step * step
+    assert at == len(costs) or (at in starts and sum(costs[:at]) >= mark)
+    assert all(sum(costs[:s]) < mark for s in starts if s < at)
 
 
 def test_step_is_the_share_below_the_watermark() -> None:
@@ -139,8 +135,11 @@ def test_consecutive_turns_keep_the_forwarded_prefix() -> None:
     outs = [forwarded(b, pol) for b in bodies]
     over = [k for k, b in enumerate(bodies) if tokens(WORDS, b, b["messages"]) > 800]
     assert len(over) > 20
+    # The prefix moves at a step, or where a recall took the room of turns since the
+    # step (and the request after it): nowhere else.
     breaks = sum(
-        outs[k][: len(stable_part(outs[k - 1]))] != stable_part(outs[k - 1]) for k in over[1:]
+        moved(outs[k - 1], outs[k]) and not recalled(outs[k]) and not recalled(outs[k - 1])
+        for k in over[1:]
     )
     added = tokens(WORDS, bodies[-1], bodies[-1]["messages"]) - tokens(
         WORDS, bodies[over[0]], bodies[over[0]]["messages"]
@@ -151,10 +150,10 @@ def test_consecutive_turns_keep_the_forwarded_prefix() -> None:
         assert tokens(WORDS, b, out) <= 800
     # Today's per-request cut moves nearly every turn (what the test above fixes).
     today = [forwarded(b, policy(enabled=False)) for b in bodies]
-    moved = sum(
+    shifted = sum(
         today[k][: len(stable_part(today[k - 1]))] != stable_part(today[k - 1]) for k in over[1:]
     )
-    assert moved > len(over) // 2
+    assert shifted > len(over) // 2
 
 
 def test_recall_message_goes_just_before_the_current_turn() -> None:
@@ -185,7 +184,7 @@ def test_recall_respects_its_share() -> None:
     messages.append({"role": "user", "content": ask})
     body = {"model": "gpt-4o-mini", "messages": messages}
     for share in (0.05, 0.1, 0.2):
-        out = forwarded(body, policy(recall_share=share, recall_floor=0.0, recall_full=0.0))
+        out = forwarded(body, policy(recall_share=share, recall_floor=0.0))
         recall = [m for m in out if str(m.get("content")).startswith(RECALL_HEAD)]
         assert recall
         assert WORDS.count_message(recall[0]) <= share * 800
@@ -212,10 +211,10 @@ def test_within_budget_is_forwarded_byte_for_byte() -> None:
 def test_same_request_same_body(turns: int) -> None:
     messages = [*conversation(turns), {"role": "user", "content": "what about sailing?"}]
     body = {"model": "gpt-4o-mini", "messages": messages}
-    first = plan_request(copy.deepcopy(body), policy(), REAL, WINDOW, terms=TermIndex()).body
+    first = plan_request(copy.deepcopy(body), policy(), REAL, WINDOW, kept=Kept()).body
     shared = TermIndex()
     for _ in range(2):
-        again = plan_request(copy.deepcopy(body), policy(), REAL, WINDOW, terms=shared).body
+        again = plan_request(copy.deepcopy(body), policy(), REAL, WINDOW, kept=Kept(shared)).body
         assert orjson.dumps(again) == orjson.dumps(first)
 
 
@@ -238,14 +237,16 @@ def test_report_and_counts_name_the_dropped_messages() -> None:
     messages = [*conversation(40), {"role": "user", "content": "and pottery w4x1?"}]
     result = plan_request({"model": "m", "messages": messages}, policy(), WORDS, WINDOW)
     out = result.body["messages"]
-    kept = [m for m in out if m in messages]
-    assert result.dropped == len(messages) - len(kept)
-    assert result.trimmed == result.dropped
     report = result.report
     drops = [it for it in report.items if it.action == "drop"]
-    assert len(drops) == result.dropped
-    assert all("cache-stable cut" in it.reason for it in drops)
-    assert {it.message for it in drops} == {i for i, m in enumerate(messages) if m not in kept}
+    assert len(drops) == result.dropped > 0
+    cut = [it for it in report.items if it.action in ("truncate", "clear")]
+    assert result.truncated == len(cut) and result.trimmed == result.dropped + len(cut)
+    gone = {i for i, m in enumerate(messages) if m not in out}
+    assert {it.message for it in drops} == gone - {it.message for it in cut}
+    # the turns since the step boundary go as they came: so says the report
+    after = [it for it in report.items if "after the boundary" in it.reason]
+    assert after and all(it.action == "keep" for it in after)
     recall = [it for it in report.items if it.kind == "recall"]
     assert len(recall) == 1 and recall[0].message == len(messages) - 1
     assert report.tokens_before == result.tokens_before
@@ -335,7 +336,7 @@ def test_growing_conversations_break_only_at_steps(
     step = step_of(budget, watermark)
     bodies = replay(messages)
     terms = TermIndex()
-    outs = [plan_request(b, pol, REAL, 375, terms=terms).body["messages"] for b in bodies]
+    outs = [plan_request(b, pol, REAL, 375, kept=Kept(terms)).body["messages"] for b in bodies]
     over = [k for k, b in enumerate(bodies) if tokens(REAL, b, b["messages"]) > budget]
     for b, out in zip(bodies, outs, strict=True):
         assert tokens(REAL, b, out) <= budget
@@ -343,8 +344,9 @@ def test_growing_conversations_break_only_at_steps(
         assert out[0] == b["messages"][0]
         ids = {c["id"] for m in out for c in m.get("tool_calls") or ()}
         assert ids == {m["tool_call_id"] for m in out if m.get("role") == "tool"}
-        # what is forwarded comes from the request (or is the recall), in its order
-        from_request = [m for m in out if not str(m.get("content")).startswith(RECALL_HEAD)]
+        # what is forwarded comes from the request (or is the proxy's: a recall, a marker,
+        # a placeholder), in its order
+        from_request = [m for m in out if not str(m.get("content")).startswith("[context-proxy:")]
         where = [b["messages"].index(m) for m in from_request]
         assert where == sorted(where)
     for k, b in enumerate(bodies):
@@ -353,7 +355,10 @@ def test_growing_conversations_break_only_at_steps(
     event("trimmed turns" if len(over) >= 2 else "within budget")
     if len(over) < 2:
         return
-    breaks = sum(moved(outs[k - 1], outs[k]) for k in over[1:])
+    breaks = sum(
+        moved(outs[k - 1], outs[k]) and not recalled(outs[k]) and not recalled(outs[k - 1])
+        for k in over[1:]
+    )
     added = tokens(REAL, bodies[over[-1]], bodies[over[-1]]["messages"]) - tokens(
         REAL, bodies[over[0]], bodies[over[0]]["messages"]
     )
@@ -371,10 +376,12 @@ def summaries_for(messages: list[dict[str, Any]], end: int) -> list[ExtraSummary
     ]
 
 
-def test_summaries_sit_at_the_cut_and_stay_put() -> None:
+def test_summaries_stand_in_for_what_the_plan_dropped() -> None:
+    """The proxy's summaries on offer go to the plan as of the step boundary: one stands
+    where the span it covers was, only when some of that span was left out (as the
+    planner places them without cache mode)."""
     messages = conversation(60)
     pol = policy()
-    previous: list[str] = []
     placed_any = False
     for body in replay(messages)[20:]:
         current = len(body["messages"]) - 1
@@ -383,24 +390,15 @@ def test_summaries_sit_at_the_cut_and_stay_put() -> None:
         out = result.body["messages"]
         assert tokens(WORDS, body, out) <= 800
         texts = [m["content"] for m in out if m["content"].startswith(SUMMARY_PREFIX)]
-        if texts:
-            placed_any = True
-            first = next(i for i, m in enumerate(out) if m["content"] in texts)
-            # right after the setup (the system prompt and the first user message, kept
-            # whole): where the spans they cover were
-            assert first == 2 and out[:2] == messages[:2]
-            assert all(out[2 + j]["content"] == t for j, t in enumerate(texts))
-            kept = [m for m in out[2 + len(texts) :] if m in messages]
-            first_kept = messages.index(kept[0])
-            for t in texts:
-                span = next(e for e in extra if SUMMARY_PREFIX + e.text == t)
-                assert span.end <= first_kept  # it covers only what was cut
-            report = result.report
-            assert result.summarized == sum(it.action == "summarize" for it in report.items)
-            assert sum(it.kind == "summary" for it in report.items) == len(texts)
-        # once placed, a summary stays put: the earlier ones lead the later list
-        assert texts[: len(previous)] == previous
-        previous = texts
+        for t in texts:
+            span = next(e for e in extra if SUMMARY_PREFIX + e.text == t)
+            assert not all(m in out for m in messages[span.start : span.end])
+            where = next(i for i, m in enumerate(out) if m["content"] == t)
+            after = next(m for m in out[where:] if m in messages)
+            assert messages.index(after) >= span.start  # where its span was
+        placed_any |= bool(texts)
+        report = result.report
+        assert result.summarized == sum(it.action == "summarize" for it in report.items)
     assert placed_any
 
 
@@ -439,5 +437,6 @@ def test_plan_command_explains_the_cut(tmp_path: Path, capsys: pytest.CaptureFix
     out = shown["request"]["messages"]
     assert out[-1] == messages[-1] and out[-2]["content"].startswith(RECALL_HEAD)
     items = shown["report"]["items"]
-    assert any("cache-stable cut" in it["reason"] for it in items if it["action"] == "drop")
+    assert any("after the boundary" in it["reason"] for it in items)
+    assert any(it["action"] == "drop" for it in items)
     assert shown["report"]["tokens_after"] <= shown["report"]["budget"]
