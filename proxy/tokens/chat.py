@@ -21,6 +21,7 @@ a bounded cache shared by all tokenizers (text.CountCache).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -39,6 +40,9 @@ _EXTRAS = frozenset({"tools", "functions", "tool_choice", "function_call", "resp
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
 # milliseconds of tiktoken: worth a thread's start).
 _THREAD_CHARS = 64 * 1024
+# Encodings whose pre-tokenizer ends a piece at a line break followed by a letter, so text
+# cut just after it counts as the sum of its sides (tests/tokens/test_line_cuts.py).
+_LINE_CUT_ENCODINGS = frozenset(("cl100k_base", "o200k_base"))
 T = TypeVar("T")
 
 
@@ -102,6 +106,40 @@ class ChatTokenizer:
                 break
             k, best = k + 1, longer
         return best
+
+    def count_lines_message(self, role: str, lines: Sequence[str]) -> tuple[Message, int]:
+        """The message of `role` whose content is `lines` joined by line breaks, and its
+        count_message, remembered as count_message would. Made of the lines' own cached
+        counts when the encoding's pre-tokenizer always cuts after a line break that comes
+        before a letter (cl100k and o200k: no piece joins a newline to a letter after it)
+        and every line but the first starts with one: a recall of lines counted before,
+        in a new selection, is counted without encoding it again."""
+        message: Message = {"role": role, "content": "\n".join(lines)}
+        key = self._key(message)
+        if (
+            key is None
+            or self._text.name not in _LINE_CUT_ENCODINGS
+            or not all(line[:1].isascii() and line[:1].isalpha() for line in lines[1:])
+        ):
+            return message, self.count_message(message)
+        count = self._cache.get(key)
+        if count is None:
+            raw = self._raw_text
+            content = sum(raw(line + "\n") for line in lines[:-1]) + raw(lines[-1])
+            count = self._scale(3 + self._role(role) + content)
+            self._cache.put(key, count)
+        return message, count
+
+    def _raw_text(self, text: str) -> int:
+        """The encoding's own count of `text`, unscaled, cached (count_text's when exact)."""
+        if self._factor == 1.0:
+            return self.count_text(text)
+        key = hash(("r", self._tag, text))
+        count = self._cache.get(key)
+        if count is None:
+            count = self._text.count(text)
+            self._cache.put(key, count)
+        return count
 
     def _key(self, message: Message) -> int | None:
         """The count cache's key for `message`; None if it cannot have one."""

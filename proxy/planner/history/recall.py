@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from proxy.types import Tokenizer
 
@@ -81,7 +81,7 @@ def recall_message(
         if line is None:
             continue
         lines[u] = line
-        cost = tokenizer.count_text("\n" + line)
+        cost = tokenizer.count_text(line + "\n")  # the line break after the one before
         if used + cost <= room:
             chosen.append(u)
             used += cost
@@ -89,11 +89,16 @@ def recall_message(
             misses += 1
             if misses > _MISSES or room - used < 8:
                 break
+    joined = getattr(tokenizer, "count_lines_message", None)  # tokens.ChatTokenizer's
     while chosen:
         chosen.sort()
-        text = "\n".join([RECALL_HEAD, *(lines[u] for u in chosen)])
-        message = {"role": RECALL_ROLE, "content": text}
-        if tokenizer.count_message(message) <= room:  # counts are not quite additive
+        parts = [RECALL_HEAD, *(lines[u] for u in chosen)]
+        if joined is not None:  # from the lines' own counts, where that is exact
+            message, count = cast(tuple[dict[str, str], int], joined(RECALL_ROLE, parts))
+        else:
+            message = {"role": RECALL_ROLE, "content": "\n".join(parts)}
+            count = tokenizer.count_message(message)
+        if count <= room:  # counts are not quite additive
             return message, chosen
         worst = min(chosen, key=lambda u: (scores[u], u))
         chosen.remove(worst)
