@@ -1,18 +1,23 @@
 """Trim quality on every data set: what survives, what fits, what the provider can cache.
 
 Usage: python tests/bench/bench_quality.py [--sets locomo,realmem,...] [--limit N]
-       [--methods default,per-request,keep-newest] [--no-write]
+       [--methods default,per-request,cached-chats,relevance-off,keep-newest] [--no-write]
 
 Each data set (quality_sets.py) is replayed request by request under each of its budgets
-(the default policy's ratio, 0.8 of a context window of budget / 0.8) by three methods:
-`default` (the proxy's default policy: cache mode on), `per-request` (the same with
-`cache: {enabled: false}`) and `keep-newest` (the setup, then whole units newest first,
-as simple trimmers do). For the requests over the budget it counts: evidence recall (the
-evidence that survives, quality_score.py, over the evidence of the scored requests),
-fits (forwarded prompt within the budget), setup kept (every message before the first
-answer forwarded as it came), refused (400s), and on replays the cached share (trimmed
-prompt tokens that repeat the previous request's leading messages, as OpenAI caches
-them). Writes results/quality.json and the table in docs/benchmarks.md.
+(the default policy's ratio, 0.8 of a context window of budget / 0.8) by each method:
+`default` (the proxy's default policy: stable cuts for agents' loops, conversations
+planned per request), `per-request` (the same with `cache: {enabled: false}`),
+`cached-chats` (`cache: {chats: true}`: conversations cut in steps too), `relevance-off`
+(the default with `history.relevance: off`, the same plan without relevance) and
+`keep-newest` (the setup, then whole units newest first, as simple trimmers do). For the
+requests over the budget it counts: evidence recall (the evidence that survives,
+quality_score.py, over the evidence of the scored requests), fits (forwarded prompt within
+the budget), setup kept (every message before the first answer forwarded as it came),
+refused (400s), coherence (split turns, the previous turn kept, recency inversions:
+tests/coherence.py), and on replays the cached share (trimmed prompt tokens that repeat
+the previous request's leading messages, as OpenAI caches them) and the billed input cost
+relative to per-request planning at OpenAI's and Anthropic's rules (billing.py). Writes
+results/quality.json and the table in docs/benchmarks.md.
 """
 
 from __future__ import annotations
