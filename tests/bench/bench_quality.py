@@ -67,6 +67,7 @@ BUDGETS = {
     "text-agent": (16000, 32000),
     "agent-runs-messages": (16000, 32000),
     "techqa": (3276, 6553),  # windows of 4,096 and 8,192
+    "claude-code": (32000,),  # its README's window of 40,000
 }
 METHODS = ("default", "per-request", "cached-chats", "relevance-off", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
@@ -131,8 +132,9 @@ def planner(
         kept = Kept(TermIndex(), PlanMemo())  # one per stream, as a worker keeps them
 
         def run(body: dict[str, Any]) -> list[Msg] | None:
-            sent = as_messages_body(body) if messages else body
-            conv = anthropic.to_chat(sent) if messages else None
+            native = anthropic.is_messages_body(body)  # a Messages body as a client sent it
+            sent = body if native or not messages else as_messages_body(body)
+            conv = anthropic.to_chat(sent) if messages or native else None
             try:
                 outcome = plan_request(conv.body if conv else body, policy, tok, window, kept=kept)
             except ContextLengthExceeded:
@@ -172,7 +174,7 @@ def run_stream(
             continue
         start = time.perf_counter()
         try:
-            out = method(body)
+            out = method(point.native if point.native is not None else body)
         except Exception as exc:  # a bug is counted, not fatal to the run
             print(f"  {stream.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             tally.errors += 1
@@ -196,7 +198,8 @@ def run_stream(
         tally.previous += bool(seen.previous)
         tally.inverted += seen.inverted
         if point.scored:
-            tally.kept += kept_evidence(messages, out, point.evidence)
+            read = normalized(stream.normalize)
+            tally.kept += kept_evidence(read(messages), read(out), point.evidence)
         if stream.replay:
             costs = [tok.count_message(m) for m in out]
             tally.trimmed_tokens += used
@@ -204,6 +207,24 @@ def run_stream(
             tally.openai += openai_cost(prev, out, costs)
             tally.anthropic += anthropic.cost(out, costs)
         prev = out
+
+
+def chat_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A Messages body a client sent as the chat body the proxy plans (others as they are)."""
+    if not anthropic.is_messages_body(body):
+        return body
+    return {**body, "messages": anthropic.to_chat(body).messages}
+
+
+def normalized(how: Callable[[str], str] | None) -> Callable[[list[Msg]], list[Msg]]:
+    """Messages with their text read as the data set reads its evidence (as they are when
+    it says nothing)."""
+    if how is None:
+        return lambda messages: messages
+    return lambda messages: [
+        {**m, "content": how(m["content"])} if isinstance(m.get("content"), str) else m
+        for m in messages
+    ]
 
 
 def run(
@@ -220,7 +241,7 @@ def run(
                 "per-request": planner(tok, budget, False, blocks),
                 "cached-chats": planner(tok, budget, True, blocks, chats=True),
                 "relevance-off": planner(tok, budget, True, blocks, "off"),
-                "keep-newest": lambda b=budget: lambda body: keep_newest(body, tok, b),
+                "keep-newest": lambda b=budget: lambda body: keep_newest(chat_of(body), tok, b),
             }
             for method in methods:
                 tally = Tally()

@@ -16,6 +16,8 @@ place from ../shared/data/ (each folder's README gives source and license).
   holding the paths, identifiers and lines of the call's command (bench_agents.py).
 - text-agent: the same runs sent as text: the command in a fenced block in the assistant
   message, its output back as a user message (as text-only agents work).
+- claude-code: real Claude Code sessions as Messages bodies, at each decision point
+  (claude_code_set.py).
 - techqa: generated technical Q&A (techqa.py): short questions, long answers, and
   questions about an early answer's setting.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ class Point:
     body: dict[str, Any]
     evidence: list[Evidence] = field(default_factory=list)
     scored: bool = False  # whether its evidence counts (a question, a decision point)
+    native: dict[str, Any] | None = None  # the Messages body the client sent, if it sent one
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Stream:
     name: str
     points: list[Point]
     replay: bool = True  # consecutive points are one client's consecutive requests
+    # How the evidence's strings are read in a message (claude_code_set: paths relative).
+    normalize: Callable[[str], str] | None = None
 
 
 def setup_length(messages: Sequence[Msg]) -> int:
@@ -385,7 +390,14 @@ SETS = {
     # Messages API's read and write steps).
     "agent-runs-messages": agent_runs,
     "techqa": lambda limit=0: _techqa(limit),
+    "claude-code": lambda limit=0: _claude_code(limit),
 }
+
+
+def _claude_code(limit: int) -> list[Stream]:
+    from claude_code_set import claude_code  # it builds on this module's types
+
+    return claude_code(limit)
 
 
 def _techqa(limit: int) -> list[Stream]:

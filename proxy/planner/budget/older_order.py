@@ -9,6 +9,8 @@ from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
 from proxy.planner.budget.turn_choices import hosts_first
 from proxy.planner.history import keep_order, merits, now_of, per_token, reused
+from proxy.planner.history.trail import trail_weights, unit_act
+from proxy.planner.parts import Layout
 from proxy.types import Priority, Section
 
 _TOOL_ROLES = ("tool", "function")
@@ -51,6 +53,8 @@ def order_older(state: PlanState, choices: Choices) -> None:
                 else [0] * len(older)
             )
             merit = merits(texts, reuse, now_of(layout), state.terms)
+            if groups and (layout.agent or layout.commands):
+                merit = _trail_weighted(layout, [items[c] for c in older], merit)
             state.older_merits = tuple(older), merit, positions
         costs = [choices.cost[c] for c in older]
         values = per_token(merit, costs)
@@ -104,3 +108,19 @@ def _older_texts(
             texts.append("" if loop else " ".join(text.get(k, texts_of[k]) for k in keys))
         positions.append(msg[keys[0]])
     return texts, positions, groups
+
+
+def _trail_weighted(
+    layout: Layout, older: list[tuple[int, ...]], merit: list[float]
+) -> list[float]:
+    """An agent's older units' merits weighed by its trail (history/trail.py): a read of a
+    file it read again since counts less."""
+    msg, unit_of, units, commands = layout.msg, layout.unit_of, layout.units, layout.commands
+    acted = [u for u, members in enumerate(units) if len(members) > 1 or members[0] in commands]
+    weights = trail_weights([unit_act(layout, units[u]) for u in acted])
+    weight_of = {u: w for u, w in zip(acted, weights, strict=True) if w != 1.0}
+    if not weight_of:
+        return merit
+    return [
+        m * weight_of.get(unit_of[msg[keys[0]]], 1.0) for keys, m in zip(older, merit, strict=True)
+    ]
