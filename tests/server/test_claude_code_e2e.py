@@ -122,3 +122,62 @@ def test_claude_code_shows_a_task_too_long_as_prompt_too_long(
     assert "prompt is too long" in shown, shown[-2000:]
     assert not upstream.messages_requests
     assert usage_rows(code_proxy)[-1]["status"] == 400
+
+
+LOCAL = "qwen3-coder-30b"  # a model served locally behind an Anthropic-shaped endpoint
+
+
+@pytest.mark.parametrize(("window", "output"), [(64_000, ""), (64_000, "8192"), (128_000, "")])
+def test_claude_codes_setup_leaves_room_for_history_at_local_windows(
+    start_proxy: Any, policies_dir: Path, fake_upstream_server: Any, upstream: FakeUpstream,
+    tmp_path: Path, monkeypatch: Any, window: int, output: str,
+) -> None:  # fmt: skip
+    """Claude Code's own setup (system prompt, tools, the task: ~18k tokens) at the windows
+    local models run with, 64k (with its answer limit of 32,000, and lowered to 8,192 by
+    CLAUDE_CODE_MAX_OUTPUT_TOKENS) and 128k: every forwarded request fits and keeps the
+    setup and at least a quarter of the budget of history (the figures in the README)."""
+    _, base = fake_upstream_server
+    monkeypatch.setenv("CODE_TEAM_ANTHROPIC_KEY", TEAM_KEY)
+    (policies_dir / "default.yaml").write_text(
+        f'team: code\nkeys: ["{hash_key(KEY)}"]\n'
+        f"upstream: {{anthropic: {{base_url: '{base}', api_key_env: CODE_TEAM_ANTHROPIC_KEY}}}}\n"
+        f"models:\n  {LOCAL}: {{context_window: {window}}}\n"
+    )
+    proxy = start_proxy()
+    upstream.mode, upstream.agent_steps = "agent", 40
+    home, work = scratch(tmp_path)
+    notes = work / "notes.txt"
+    notes.write_text(notes.read_text() * 2)  # ~5k tokens a read (under Bash's output limit)
+    command = [str(npm_binary(CLAUDE_CODE)), "-p", "--model", LOCAL, "--allowedTools", "Bash"]
+    extra = {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": output} if output else {}
+    environment = client_environment(
+        home, ANTHROPIC_BASE_URL=proxy.url, ANTHROPIC_API_KEY=KEY, **extra
+    )
+    done = subprocess.run(
+        command, input=TASK, cwd=work, env=environment, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    looped = [r.json() for r in upstream.messages_requests if r.json().get("tools")]
+    rows = [r for r in usage_rows(proxy, at_least=len(looped)) if r["model"] == LOCAL]
+    assert rows and all(r["status"] == 200 for r in rows)
+    trimmed = [r for r in rows if r["tokens_after"] < r["tokens_before"]]
+    assert trimmed, (
+        "the loop never went over the budget",
+        [(r["tokens_before"], r["budget"]) for r in rows],
+        done.stdout[-2000:],
+    )
+    budget = trimmed[0]["budget"]
+    first = next(r for r in rows if r["tokens_before"] > 0)
+    setup = first["tokens_before"]  # the first request: the setup and the task alone
+    assert all(r["tokens_after"] <= r["budget"] for r in rows)
+    # What is left for history beside the setup, kept: at least a quarter of the budget.
+    assert min(r["tokens_after"] for r in trimmed) - setup >= budget // 4
+    # The setup as Claude Code sent it: its system prompt never cut (Claude Code itself
+    # varies it from one request to the next), its task in every request.
+    for body in looped:
+        assert "context-proxy" not in orjson.dumps(body["system"]).decode()
+        assert TASK in orjson.dumps(body["messages"][0]).decode()
+    print(f"\nClaude Code at {window:,}: setup {setup:,} tokens, budget {budget:,}, "
+          f"trimmed requests {len(trimmed)} of {len(rows)}, after "
+          f"{min(r['tokens_after'] for r in trimmed):,}-{max(r['tokens_after'] for r in trimmed):,}")  # fmt: skip
