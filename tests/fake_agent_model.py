@@ -19,7 +19,9 @@ def next_message(body: dict[str, Any], steps: int) -> dict[str, Any]:
     """The assistant message the script answers `body` with."""
     messages = body.get("messages") or []
     tools = body.get("tools") or []
-    last = messages[-1] if messages else {}
+    # the proxy's quoted recall is context the model reads, not a new request to answer
+    said = [m for m in messages if "recalled from earlier" not in str(m.get("content"))[:120]]
+    last = said[-1] if said else {}
     done = 0
     if last.get("role") == "tool":
         found = _STEP.search(str(last.get("content")))

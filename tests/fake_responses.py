@@ -28,6 +28,15 @@ def pairing_problem(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _recall(item: Any) -> bool:
+    """The proxy's quoted recall: context the model reads, not a new request to answer."""
+    if not isinstance(item, dict) or item.get("role") != "user":
+        return False
+    content = item.get("content")
+    text = content if isinstance(content, str) else str(content)
+    return "[context-proxy:" in text[:80] and "recalled" in text[:120]
+
+
 def response(
     body: dict[str, Any], text: str, size: int, arguments: str, steps: int = 0
 ) -> dict[str, Any]:
@@ -36,7 +45,8 @@ def response(
     `steps`, a tool loop: a call for each step after the one the newest output names
     ("step N"), then "Done after N steps." (fake_agent_model.py does it for chat)."""
     items = body.get("input")
-    last = items[-1] if isinstance(items, list) and items else {"role": "user"}
+    said_last = [i for i in items if not _recall(i)] if isinstance(items, list) else []
+    last = said_last[-1] if said_last else {"role": "user"}
     given = body.get("tools")
     listed = given if isinstance(given, list) else []  # a real upstream would say 400
     tools = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from proxy.items.read import json_text
 from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors").
@@ -63,7 +64,7 @@ def message_text(message: dict[str, Any]) -> str:
             if isinstance(block.get(key), str):
                 parts.append(block[key])
         if block.get("type") == "tool_use":
-            parts.append(orjson.dumps(block.get("input")).decode())
+            parts.append(json_text(block.get("input")))  # at any depth an upstream sends
     return "".join(parts)
 
 

@@ -103,7 +103,7 @@ def to_chat(body: dict[str, Any]) -> Converted:
             add(_tagged(chat, message), Source("message", i))
             continue
         blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-        if len(blocks) != len(content or ()):
+        if not isinstance(content, list) or len(blocks) != len(content):
             blocks = []  # not blocks: the API will say so; counted as its JSON, kept
         if role == "assistant" and not blocks:  # nothing to read: its JSON, kept or dropped
             add({"role": "assistant", "content": json_text(content)}, Source("message", i))
@@ -127,7 +127,9 @@ def to_chat(body: dict[str, Any]) -> Converted:
             chat = _tagged({"role": "user", "content": parts}, message)
             add(chat, Source("message", i, rest if blocks else None))
     conv.body = {"model": body.get("model"), "messages": conv.messages}
-    tools = [_tool(t) for t in body.get("tools") or () if isinstance(t, dict)]
+    given_tools = body.get("tools")
+    listed = given_tools if isinstance(given_tools, list) else ()
+    tools = [_tool(t) for t in listed if isinstance(t, dict)]
     if tools:
         conv.body["tools"] = tools
     # Anthropic's own prompts, for its models (other models served over this API by

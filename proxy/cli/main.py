@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--upstream", help="upstream base URL (CONTEXT_PROXY_UPSTREAM)")
     serve.add_argument(
+        "--anthropic-upstream",
+        help="where /v1/messages goes for teams whose policy names no upstream.anthropic, "
+        "e.g. https://api.anthropic.com (CONTEXT_PROXY_ANTHROPIC_UPSTREAM; default: refused)",
+    )
+    serve.add_argument(
         "--usage-log", help="usage log path, '-' for stdout (CONTEXT_PROXY_USAGE_LOG)"
     )
     serve.add_argument("--workers", type=int, help="worker processes (CONTEXT_PROXY_WORKERS)")
@@ -123,6 +128,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("port", "PORT"),
         ("policies", "POLICIES"),
         ("upstream", "UPSTREAM"),
+        ("anthropic_upstream", "ANTHROPIC_UPSTREAM"),
         ("usage_log", "USAGE_LOG"),
         ("workers", "WORKERS"),
         ("max_body_mb", "MAX_BODY_MB"),

@@ -109,6 +109,11 @@ def log_start(settings: Settings, policies: PolicySet, environ: Mapping[str, str
             "teams": {
                 p.team: safe_url(p.upstream.base_url or settings.upstream) for p in policies.all()
             },
+            # Where each team's /v1/messages goes: none when neither names one.
+            "anthropic": {
+                p.team: safe_url(url) if (url := settings.anthropic_base(p)) else "none (refused)"
+                for p in policies.all()
+            },
             "mode": "open" if policies.open_mode else "keys",
             "usage_log": "stdout" if settings.usage_log == "-" else settings.usage_log,
             "workers": settings.workers,

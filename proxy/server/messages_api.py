@@ -17,6 +17,7 @@ from proxy.anthropic import Converted, anthropic_usage, error_json, message_text
 from proxy.anthropic.answer import error_event
 from proxy.anthropic.events import MessagesTap
 from proxy.anthropic.write import to_messages
+from proxy.errors import InvalidRequest
 from proxy.planner import PlanOutcome
 from proxy.policy import Policy, PolicySet
 from proxy.server import responses
@@ -36,11 +37,9 @@ from proxy.server.plan_step import (
     tokenizer_for,
 )
 from proxy.server.quota_step import check_quota, expected_tokens
-from proxy.server.request_body import check_chat_body, encoded, parse_model_body, read_body
+from proxy.server.request_body import check_messages_body, encoded, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.summaries import SummaryTarget
-
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 
 async def create_message(request: Request) -> Response:
@@ -52,9 +51,11 @@ async def create_message(request: Request) -> Response:
     try:
         policies = services.policies.current
         ex.policy = policy = resolve_policy(policies, request.headers)
+        if services.settings.anthropic_base(policy) is None:  # before a byte of the body
+            raise no_anthropic_upstream(policy)
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
-        body = check_chat_body(parse_model_body(raw))
+        body = check_messages_body(parse_model_body(raw))
         check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
@@ -108,7 +109,7 @@ async def count_message_tokens(request: Request) -> Response:
         policy = resolve_policy(services.policies.current, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
-        body = check_chat_body(parse_model_body(raw))
+        body = check_messages_body(parse_model_body(raw))
         check_counts(body["messages"], "messages", len(raw))
         tokenizer = await tokenizer_for(services, checked_model(body), policy)
         conv = to_chat(body)
@@ -136,8 +137,20 @@ def anthropic_target(
     if key and not (policies.open_mode and client.get("x-api-key")):
         headers = [(k, v) for k, v in headers if k != "x-api-key"]
         headers.append(("x-api-key", key))
-    base = (own.base_url or ANTHROPIC_BASE_URL).rstrip("/")
-    return SummaryTarget(base + "/v1/messages", headers, target.timeouts)
+    base = services.settings.anthropic_base(policy)
+    if base is None:  # checked before the body was read (anthropic_base_of)
+        raise no_anthropic_upstream(policy)
+    return SummaryTarget(base.rstrip("/") + "/v1/messages", headers, target.timeouts)
+
+
+def no_anthropic_upstream(policy: Policy) -> InvalidRequest:
+    """The 400 of a Messages request for a team with no Anthropic upstream named."""
+    return InvalidRequest(
+        f"No Anthropic upstream is configured for team {policy.team!r}: set "
+        "upstream.anthropic.base_url in its policy, or start the proxy with "
+        "--anthropic-upstream.",
+        code="no_anthropic_upstream",
+    )
 
 
 def as_anthropic(response: Response, ex: Exchange) -> Response:

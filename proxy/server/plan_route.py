@@ -28,6 +28,7 @@ from proxy.server.plan_step import (
 )
 from proxy.server.request_body import (
     check_chat_body,
+    check_messages_body,
     check_responses_body,
     encoded,
     parse_model_body,
@@ -53,7 +54,7 @@ async def context_plan(request: Request) -> Response:
         body = parse_model_body(raw)
         conv: Converted | anthropic.Converted | None = None
         if anthropic.is_messages_body(body):
-            check_counts(check_chat_body(body)["messages"], "messages", len(raw))
+            check_counts(check_messages_body(body)["messages"], "messages", len(raw))
             conv = anthropic.to_chat(body)
             chat = conv.body
         elif is_responses_body(body):

@@ -131,6 +131,29 @@ def check_chat_body(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def check_messages_body(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a JSON object with a model) if it is shaped as a Messages API body, else a
+    400: `messages` objects with a string `role` and a string or array `content`, `tools`
+    an array of objects, `system` a string or an array of objects."""
+    check_chat_body(body)
+    for index, message in enumerate(body["messages"]):
+        content = message.get("content")
+        blocks = isinstance(content, list) and all(isinstance(b, dict) for b in content)
+        if not isinstance(content, str) and not blocks:
+            raise InvalidRequest(
+                f"messages[{index}].content must be a string or an array of content blocks",
+                param=f"messages[{index}].content",
+            )
+    for key, text_allowed in (("tools", False), ("system", True)):
+        value = body.get(key)
+        if value is None or (text_allowed and isinstance(value, str)):
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            shape = "a string or an array of objects" if text_allowed else "an array of objects"
+            raise InvalidRequest(f"'{key}' must be {shape}", param=key)
+    return body
+
+
 def check_responses_body(body: dict[str, Any]) -> dict[str, Any]:
     """`body` (a JSON object with a model) if it is a Responses API body, else a 400:
     `input` a string or an array of objects."""

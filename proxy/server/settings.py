@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proxy.policy import Policy
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "CONTEXT_PROXY_"
@@ -16,6 +20,9 @@ class Settings:
     port: int = 8080
     policies: str = "./policies"
     upstream: str = DEFAULT_UPSTREAM
+    # Where /v1/messages goes for a team whose policy names no upstream.anthropic; None:
+    # nowhere (such a request is refused: the prompt never leaves for a host nobody named).
+    anthropic_upstream: str | None = None
     usage_log: str = "./usage.jsonl"
     workers: int = 1
     max_body_mb: float = 32.0
@@ -27,6 +34,11 @@ class Settings:
     max_connections: int = 2048  # open client connections per worker process
     inclusion_log: str | None = None  # opt-in JSONL of the x_context ids each request sent
     otel: str | None = None  # an OTLP/HTTP endpoint: traces exported there; None: no tracing
+
+    def anthropic_base(self, policy: Policy) -> str | None:
+        """Where a team's /v1/messages goes: its policy's upstream.anthropic, else
+        --anthropic-upstream; None when neither names one."""
+        return policy.upstream.anthropic.base_url or self.anthropic_upstream
 
     @property
     def max_body_bytes(self) -> int:
@@ -47,6 +59,7 @@ class Settings:
             port=_int(get("PORT"), base.port, "PORT"),
             policies=get("POLICIES") or base.policies,
             upstream=get("UPSTREAM") or base.upstream,
+            anthropic_upstream=get("ANTHROPIC_UPSTREAM"),
             usage_log=get("USAGE_LOG") or base.usage_log,
             workers=_int(get("WORKERS"), base.workers, "WORKERS"),
             max_body_mb=_float(get("MAX_BODY_MB"), base.max_body_mb, "MAX_BODY_MB"),
@@ -78,6 +91,8 @@ class Settings:
             "IDLE_TIMEOUT_S": str(self.idle_timeout_s),
             "MAX_CONNECTIONS": str(self.max_connections),
         }
+        if self.anthropic_upstream:
+            env["ANTHROPIC_UPSTREAM"] = self.anthropic_upstream
         if self.state:
             env["STATE"] = self.state
         if self.inclusion_log:

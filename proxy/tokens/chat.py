@@ -23,18 +23,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
-from proxy.tokens.function_schema import json_text, render_functions
 from proxy.tokens.images import ImageRule, image_tokens
+from proxy.tokens.request_overhead import request_overhead
 from proxy.tokens.text import CountCache, HFText, TiktokenText, in_thread
-from proxy.tokens.tool_kinds import provider_tokens, tool_functions
+from proxy.tokens.tool_kinds import provider_tokens
 from proxy.types import Alongside, Body, Message
 
 _PLAIN_KEYS = frozenset(("role", "content", "name"))
-# The fields _overhead reads besides the messages; a body without any (the usual one) costs
+# The fields request_overhead reads besides the messages; a body without any (the usual one) costs
 # the priming alone, known without walking it.
 _EXTRAS = frozenset({"tools", "functions", "tool_choice", "function_call", "response_format"})
 # New message text from which count_messages counts in a thread (about 16k tokens, a few
@@ -225,7 +225,9 @@ class ChatTokenizer:
         return out
 
     def count_request_overhead(self, body: Body) -> int:
-        n = self._scale(self._priming if _EXTRAS.isdisjoint(body) else self._overhead(body))
+        plain = _EXTRAS.isdisjoint(body)
+        n = self._priming if plain else request_overhead(body, self._text.count, self._priming)
+        n = self._scale(n)
         return n + provider_tokens(body)  # a provider's own prompt, in its tokens
 
     def count_request(self, body: Body) -> int:
@@ -281,43 +283,3 @@ class ChatTokenizer:
             return image_tokens(part.get("image_url"), self._images)
         text = part.get("text") if kind in ("text", "input_text") else part.get("refusal")
         return self._text.count(text) if isinstance(text, str) else 0
-
-    def _overhead(self, body: Body) -> int:
-        count = self._text.count
-        n = self._priming  # every reply is primed with <|start|>assistant<|message|>
-        # Bodies come from clients: any field may have any JSON type, so shapes are checked.
-        functions = tool_functions(body.get("tools"))  # every kind of tool (tool_kinds.py)
-        only_legacy = not functions  # only legacy `functions`: nested parts render as they did
-        functions += _dicts(body.get("functions"))
-        if functions:
-            rendered, less = render_functions(functions, only_legacy)
-            n += count(rendered) - less + 9
-            messages = _dicts(body.get("messages"))
-            system = next((m for m in messages if m.get("role") == "system"), None)
-            if system is not None:
-                n -= 4
-                text = system.get("content")
-                if isinstance(text, str):  # OpenAI pads that system message with a newline
-                    n += count(text + "\n") - count(text)
-        # A named tool costs 7 + its name; a named legacy function_call 4 + its name.
-        legacy = "tool_choice" not in body
-        choice = body.get("function_call") if legacy else body.get("tool_choice")
-        if choice == "none":
-            n += 1
-        elif isinstance(choice, dict):
-            named = choice.get("function") or choice
-            name = named.get("name") if isinstance(named, dict) else None
-            n += (4 if legacy else 7) + (count(name) if isinstance(name, str) else 0)
-        response_format = body.get("response_format")
-        schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
-        if isinstance(schema, dict):
-            try:
-                rendered = orjson.dumps(schema.get("schema")).decode()
-            except orjson.JSONEncodeError:  # nested past orjson's limit: our own, any depth
-                rendered = json_text(schema.get("schema"))
-            n += 8 + count(str(schema.get("name", ""))) + count(rendered)
-        return n
-
-
-def _dicts(value: object) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

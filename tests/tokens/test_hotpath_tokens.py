@@ -11,6 +11,7 @@ from proxy.policy.model import Policy
 from proxy.tokens import windows as windows_module
 from proxy.tokens.chat import ChatTokenizer
 from proxy.tokens.counter import TokenCounter
+from proxy.tokens.request_overhead import request_overhead
 from proxy.tokens.windows import ContextWindows, model_names
 
 
@@ -23,8 +24,9 @@ PLAIN = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "st
 
 
 def test_overhead_of_a_body_without_tools_skips_the_walk(tokenizer: ChatTokenizer) -> None:
-    expected = tokenizer._scale(tokenizer._overhead(PLAIN))
-    with mock.patch.object(ChatTokenizer, "_overhead", side_effect=AssertionError("walked")):
+    expected = tokenizer._scale(request_overhead(PLAIN, tokenizer.count_text, 3))
+    walked = AssertionError("walked")
+    with mock.patch("proxy.tokens.chat.request_overhead", side_effect=walked):
         assert tokenizer.count_request_overhead(PLAIN) == expected
         assert tokenizer.count_request_overhead({"max_tokens": 5, "n": 2}) == expected
 
@@ -43,7 +45,8 @@ def test_overhead_with_tools_or_schema_still_counts_them(
     tokenizer: ChatTokenizer, extra: dict[str, object]
 ) -> None:
     body = {**PLAIN, **extra}
-    assert tokenizer.count_request_overhead(body) == tokenizer._scale(tokenizer._overhead(body))
+    expected = tokenizer._scale(request_overhead(body, tokenizer.count_text, 3))
+    assert tokenizer.count_request_overhead(body) == expected
     assert tokenizer.count_request_overhead(body) != tokenizer.count_request_overhead(PLAIN)
 
 

@@ -27,8 +27,7 @@ from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.history import keys_of, now_of
-from proxy.planner.history.trail import READ, unit_act
+from proxy.planner.history import READ, keys_of, now_of, unit_act
 from proxy.planner.parts import Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")

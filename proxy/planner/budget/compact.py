@@ -26,9 +26,11 @@ def compact_json(text: str) -> str | None:
         return None
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        # orjson reads 1,024 levels of nesting and writes 254: a deeper document cannot be
+        # written back, so it is left as it came (and may still be cut or cleared).
+        packed = orjson.dumps(value).decode()
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
-    packed = orjson.dumps(value).decode()
     if len(packed) > (1 - MIN_SAVED_SHARE) * len(text):
         return None
     # orjson keeps strings' spaces and writes none between tokens: the two are the same text

@@ -8,8 +8,15 @@ from itertools import compress
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
 from proxy.planner.budget.turn_choices import hosts_first
-from proxy.planner.history import keep_order, merits, now_of, per_token, reused
-from proxy.planner.history.trail import trail_weights, unit_act
+from proxy.planner.history import (
+    keep_order,
+    merits,
+    now_of,
+    per_token,
+    reused,
+    trail_weights,
+    unit_act,
+)
 from proxy.planner.parts import Layout
 from proxy.types import Priority, Section
 

@@ -20,8 +20,10 @@ from proxy.planner.history.standout import (
     standouts,
     without_own_label,
 )
+from proxy.planner.history.trail import READ, trail_weights, unit_act
 
 __all__ = [
+    "READ",
     "RECALL_ROLE",
     "STATEMENT_WEIGHT",
     "Dedupe",
@@ -41,6 +43,8 @@ __all__ = [
     "reused",
     "speaker_line",
     "standouts",
+    "trail_weights",
+    "unit_act",
     "without_own_label",
     "worth",
 ]

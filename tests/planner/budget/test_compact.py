@@ -12,6 +12,11 @@ from hypothesis import strategies as st
 from proxy.planner.budget.clearing import Clearable, pick
 from proxy.planner.budget.compact import compact_json
 from proxy.planner.parts import Action, Decision
+from proxy.planner.request import plan_request
+from proxy.policy.model import CachePolicy, Policy
+from proxy.tokens import TokenCounter
+
+GPT_4O = TokenCounter().for_model("gpt-4o", Policy())
 
 
 def test_indented_and_spaced_json_loses_only_its_spaces() -> None:
@@ -110,3 +115,26 @@ def test_pick_compacts_all_and_cuts_only_as_far_as_needed(
     if sum(c.saving for c in cuts) >= left:  # enough: a prefix of the cuts, none past the need
         assert taken == cuts[: len(taken)]
         assert sum(c.saving for c in taken[:-1]) < left or not taken
+
+
+def test_json_nested_deeper_than_orjson_writes_is_left_as_it_came() -> None:
+    """orjson reads 1,024 levels and writes 254: such a result is not compacted, and a plan
+    over the budget holding it still fits (the result is cleared instead)."""
+    deep = "[ " * 300 + "1" + " ]" * 300
+    assert compact_json(deep) is None
+    assert compact_json("[ " * 200 + "1" + " ]" * 200) is not None  # within what it writes
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "agent"},
+        {"role": "user", "content": "go"},
+    ]
+    for i in range(5):
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function",
+             "function": {"name": "fetch", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": deep if i == 0 else "ok"},
+        ]  # fmt: skip
+    body = {"model": "gpt-4o", "messages": msgs}
+    before = GPT_4O.count_request(body)
+    out = plan_request(body, Policy(cache=CachePolicy(enabled=False)), GPT_4O, before)
+    assert out.tokens_after <= out.budget < before
+    assert out.body["messages"][3]["content"] != deep
