@@ -20,7 +20,7 @@ def next_message(body: dict[str, Any], steps: int) -> dict[str, Any]:
     messages = body.get("messages") or []
     tools = body.get("tools") or []
     # the proxy's quoted recall is context the model reads, not a new request to answer
-    said = [m for m in messages if "recalled from earlier" not in str(m.get("content"))[:120]]
+    said = [m for m in messages if "recalled from earlier" not in _text(m.get("content"))[:120]]
     last = said[-1] if said else {}
     done = 0
     if last.get("role") == "tool":
@@ -36,6 +36,10 @@ def next_message(body: dict[str, Any], steps: int) -> dict[str, Any]:
         for side in ("a", "b")
     ]  # fmt: skip
     return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def _text(content: object) -> str:
+    return content if isinstance(content, str) else ""
 
 
 def completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:

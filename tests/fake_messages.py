@@ -69,6 +69,22 @@ def _cache_points(body: dict[str, Any]) -> int:
     return sum(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
+FETCHED_DOCUMENT_TOKENS = 60_000  # what a PDF behind a URL is billed as
+
+
+def fetched_tokens(body: dict[str, Any]) -> int:
+    """What Anthropic bills for the documents it fetches itself (a `url` source): the
+    fetched file's tokens, which the body does not hold."""
+    n = 0
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            source = block.get("source") if isinstance(block, dict) else None
+            if block.get("type") == "document" and isinstance(source, dict):
+                n += FETCHED_DOCUMENT_TOKENS if source.get("type") == "url" else 0
+    return n
+
+
 def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
     """A Message: with `steps` and tools, a `tool_use` per step until the newest result
     names the last step; then `Done after N steps.`; without, `text`."""

@@ -33,7 +33,9 @@ def _recall(item: Any) -> bool:
     if not isinstance(item, dict) or item.get("role") != "user":
         return False
     content = item.get("content")
-    text = content if isinstance(content, str) else str(content)
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        content = content[0].get("text")
+    text = content if isinstance(content, str) else ""
     return "[context-proxy:" in text[:80] and "recalled" in text[:120]
 
 

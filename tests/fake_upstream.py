@@ -152,6 +152,11 @@ class FakeUpstream:
         )
         if mode == "cache":  # usage as Anthropic's prompt cache would bill the body
             answer["usage"] = self.prompt_cache.usage(body)
+        answer["usage"]["input_tokens"] += fake_messages.fetched_tokens(body)
+        told = rec.headers.get("x-fake-input-tokens")
+        if told is not None:  # an upstream whose reports are off, either way
+            answer["usage"] = {**answer["usage"], "input_tokens": int(told),
+                               "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}  # fmt: skip
         if body.get("stream"):
             return StreamingResponse(
                 fake_messages.events(answer, broken=mode == "break"), media_type="text/event-stream"

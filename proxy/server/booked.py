@@ -25,6 +25,8 @@ class Booked(Protocol):
     model: str
     policy: Policy | None
     count_factor: float
+    count_upstream: str
+    countable: bool
     usage_from_upstream: bool
     trace: RequestTrace | None
     upstream_started: float | None
@@ -35,13 +37,15 @@ class Booked(Protocol):
 def after_booking(ex: Booked, services: Services, record: UsageRecord, model_label: str) -> None:
     if (
         ex.count_factor != 1.0
+        and ex.countable
         and ex.usage_from_upstream
         and record.tokens_after
         and record.prompt_tokens
     ):
         moved = services.counter.observe_reported(
-            ex.model, record.tokens_after, ex.count_factor, record.prompt_tokens
-        )
+            ex.model, record.tokens_after, ex.count_factor, record.prompt_tokens,
+            ex.count_upstream,
+        )  # fmt: skip
         if moved is not None:
             services.metrics.count_factor.labels(model_label).set(moved)
     limit, spent = record.spend_limit_usd, record.spend_usd

@@ -21,6 +21,7 @@ from proxy.server.plan_step import checked_density, plan, tag_marks, tokenizer_f
 from proxy.server.quota_step import check_quota, expected_tokens
 from proxy.server.request_body import encoded, parse_chat_body, read_body
 from proxy.server.services import Services
+from proxy.tokens import cost_in_text
 from proxy.upstream import StreamTap, error_event
 
 
@@ -40,7 +41,9 @@ async def chat_completions(request: Request) -> Response:
         check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
-        tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_upstream = services.settings.openai_base(policy)
+        ex.countable = cost_in_text(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy, ex.count_upstream)
         ex.count_factor = tokenizer.factor
         cached = await services.summaries.lookup(policy, body)  # cached summaries: no waiting
         ex.outcome = outcome = await plan(

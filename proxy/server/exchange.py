@@ -93,6 +93,8 @@ class Exchange:
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
+    count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
+    countable: bool = True  # all its parts' cost known (no URL document, no server tool)
     trace: RequestTrace | None = None  # its spans, when tracing is on
     # Set by finish, read by book: when and how it ended, and the plan's figures.
     ended: float = 0.0

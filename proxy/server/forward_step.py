@@ -29,7 +29,7 @@ NOT_FORWARDED = frozenset({"accept-encoding", "content-type", "content-length"})
 
 
 def upstream_url(services: Services, policy: Policy, path: str) -> str:
-    base = policy.upstream.base_url or services.settings.upstream
+    base = services.settings.openai_base(policy)
     return base.rstrip("/") + path
 
 

@@ -40,6 +40,7 @@ from proxy.server.quota_step import check_quota, expected_tokens
 from proxy.server.request_body import check_messages_body, encoded, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.summaries import SummaryTarget
+from proxy.tokens import cost_in_text
 
 
 async def create_message(request: Request) -> Response:
@@ -51,7 +52,8 @@ async def create_message(request: Request) -> Response:
     try:
         policies = services.policies.current
         ex.policy = policy = resolve_policy(policies, request.headers)
-        if services.settings.anthropic_base(policy) is None:  # before a byte of the body
+        base = services.settings.anthropic_base(policy)
+        if base is None:  # refused before a byte of the body is read
             raise no_anthropic_upstream(policy)
         raw = await read_body(request, services.settings.max_body_bytes)
         await checked_density(services, raw)
@@ -59,7 +61,8 @@ async def create_message(request: Request) -> Response:
         check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
-        tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_upstream, ex.countable = base, cost_in_text(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy, base)
         ex.count_factor = tokenizer.factor
         big = len(raw) > PLAN_INLINE_MAX_BYTES
         conv = await off_loop(services, to_chat, body) if big else to_chat(body)
@@ -111,7 +114,8 @@ async def count_message_tokens(request: Request) -> Response:
         await checked_density(services, raw)
         body = check_messages_body(parse_model_body(raw))
         check_counts(body["messages"], "messages", len(raw))
-        tokenizer = await tokenizer_for(services, checked_model(body), policy)
+        base = services.settings.anthropic_base(policy) or ""
+        tokenizer = await tokenizer_for(services, checked_model(body), policy, base)
         conv = to_chat(body)
         if len(raw) > PLAN_INLINE_MAX_BYTES:
             tokens = await off_loop(services, tokenizer.count_request, conv.body)

@@ -66,7 +66,11 @@ async def context_plan(request: Request) -> Response:
             chat = check_chat_body(body)
             check_counts(chat["messages"], "messages", len(raw))
         ex.model = checked_model(body)
-        tokenizer = await tokenizer_for(services, ex.model, policy)
+        settings = services.settings
+        upstream = settings.openai_base(policy)
+        if isinstance(conv, anthropic.Converted):
+            upstream = settings.anthropic_base(policy) or ""
+        tokenizer = await tokenizer_for(services, ex.model, policy, upstream)
         cached = await services.summaries.lookup(policy, chat)
         tags = tag_marks(raw)
         ex.outcome = outcome = await plan(

@@ -30,13 +30,16 @@ PLAN_INLINE_MAX_BYTES = 1024 * 1024
 PLAN_INLINE_MAX_TAGS = 64
 
 
-async def tokenizer_for(services: Services, model: str, policy: Policy) -> ChatTokenizer:
-    """The model's tokenizer. The first use of an encoding loads it (o200k: ~0.3 s), in a
-    worker thread: on the event loop it would stall every request in flight."""
-    found = services.counter.loaded(model, policy)
+async def tokenizer_for(
+    services: Services, model: str, policy: Policy, upstream: str = ""
+) -> ChatTokenizer:
+    """The model's tokenizer (an estimate's factor as `upstream`'s answers calibrated it).
+    The first use of an encoding loads it (o200k: ~0.3 s), in a worker thread: on the
+    event loop it would stall every request in flight."""
+    found = services.counter.loaded(model, policy, upstream)
     if found is not None:
         return found
-    return await asyncio.to_thread(services.counter.chat_tokenizer, model, policy)
+    return await asyncio.to_thread(services.counter.chat_tokenizer, model, policy, upstream)
 
 
 async def off_loop(services: Services, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -45,6 +45,7 @@ from proxy.server.request_body import (
     read_body,
 )
 from proxy.server.services import Services
+from proxy.tokens import cost_in_text
 from proxy.upstream import ResponsesTap, response_error_event
 
 PREVIOUS_NOTE = (
@@ -68,7 +69,9 @@ async def create_response(request: Request) -> Response:
         entries = check_counts(body.get("input"), "input", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
-        tokenizer = await tokenizer_for(services, ex.model, policy)
+        ex.count_upstream = services.settings.openai_base(policy)
+        ex.countable = cost_in_text(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy, ex.count_upstream)
         ex.count_factor = tokenizer.factor
         # Reading items and writing them back is linear but Python: past a megabyte or
         # INLINE_MAX_ITEMS items and parts it runs in a worker thread, like a big plan, so

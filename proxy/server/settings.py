@@ -35,6 +35,10 @@ class Settings:
     inclusion_log: str | None = None  # opt-in JSONL of the x_context ids each request sent
     otel: str | None = None  # an OTLP/HTTP endpoint: traces exported there; None: no tracing
 
+    def openai_base(self, policy: Policy) -> str:
+        """Where a team's chat completions and Responses requests go."""
+        return policy.upstream.base_url or self.upstream
+
     def anthropic_base(self, policy: Policy) -> str | None:
         """Where a team's /v1/messages goes: its policy's upstream.anthropic, else
         --anthropic-upstream; None when neither names one."""

@@ -1,8 +1,12 @@
 """The count calibration shared by the fleet: every replica adds the answers it saw per
-estimated model and its worst ratio, and installs the fleet's, so that a new replica counts
-Claude as well as the ones that served it for a week (proxy/tokens/calibration.py)."""
+(upstream, model) and its own high ratio, and installs the fleet's, so that a new replica
+counts Claude as well as the ones that served it for a week (proxy/tokens/calibration.py).
+A replica's ratio is replaced each round (the fleet's comes down as its answers do) and
+clamped to the family's band on the way in, whatever another process wrote."""
 
 from __future__ import annotations
+
+import math
 
 from redis.asyncio import Redis
 
@@ -20,15 +24,17 @@ async def share_calibration(client: Redis, counter: TokenCounter, replica: str) 
     taken = counter.calibration.take_unsent()
     try:
         pipe = client.pipeline(transaction=False)
-        for model, (samples, worst) in taken.items():
-            key = PREFIX + model
+        for name, (samples, ratio) in taken.items():
+            key = PREFIX + name
             pipe.hincrby(key, "samples", samples)
-            pipe.hset(key, f"worst:{replica}", repr(worst))
+            pipe.hset(key, f"ratio:{replica}", repr(ratio))
             pipe.expire(key, KEEP_S)
-            pipe.sadd(MODELS_KEY, model)
+            pipe.sadd(MODELS_KEY, name)
         pipe.expire(MODELS_KEY, KEEP_S)
         await pipe.execute()
-        models = sorted(await client.smembers(MODELS_KEY))[:MAX_MODELS]
+        # at most MAX_MODELS read back, however many names the set holds
+        found = await client.srandmember(MODELS_KEY, MAX_MODELS)
+        models = found if isinstance(found, list) else []
     except BaseException:
         counter.calibration.give_back(taken)
         raise
@@ -40,10 +46,19 @@ async def share_calibration(client: Redis, counter: TokenCounter, replica: str) 
         pipe.hgetall(PREFIX + name)
     for name, fields in zip(names, await pipe.execute(), strict=True):
         figures = {_text(k): _text(v) for k, v in fields.items()}
-        samples = int(figures.get("samples", "0"))
-        worst = max((float(v) for k, v in figures.items() if k.startswith("worst:")), default=0.0)
-        counter.install_calibration(name, samples, worst)
+        samples = int(_number(figures.get("samples", "0")))
+        ratios = [_number(v) for k, v in figures.items() if k.startswith("ratio:")]
+        counter.install_calibration(name, samples, max(ratios, default=0.0))
 
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _number(text: str) -> float:
+    """A figure a replica wrote; 0 (ignored) for anything else found under the key."""
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) else 0.0

@@ -1,5 +1,6 @@
 """Counting as the provider bills: encodings, chat and tool schemas, images, windows."""
 
+from proxy.tokens.countable import cost_in_text
 from proxy.tokens.counter import ChatTokenizer, TokenCounter
 from proxy.tokens.function_schema import json_text as deep_json_text
 from proxy.tokens.prices import (
@@ -22,6 +23,7 @@ __all__ = [
     "Prices",
     "TokenCounter",
     "billed",
+    "cost_in_text",
     "deep_json_text",
     "policy_model",
     "request_cost",

@@ -3,102 +3,132 @@ factor, calibrated from the prompt tokens the upstream reports.
 
 An estimate is a base encoding's count times a per-family factor (1.25 for Claude): an
 over-estimate, so that a budget holds. Each answer with usage tells how far off it was:
-`reported / raw`, where raw is the base encoding's count of what was sent. The factor
-becomes the worst ratio seen, plus a margin that narrows as answers come in (2% plus 20%
-over the square root of their number), so it is never below what any answer showed: a
-request is never sent over its window because of a count. It rises above the family's
-factor only when an answer shows it must, and falls below it only after MIN_SAMPLES.
+`reported / raw`, where raw is the base encoding's count of what was sent. Answers are
+kept per (upstream, model): a team with its own upstream never moves another's counts.
+
+The factor is a high quantile of the recent answers' ratios (the 90th of the last 64: the
+worst of the first nine), plus a margin that narrows as answers come in (2% plus 20% over
+the square root of their number). One odd answer (a body whose real cost the proxy cannot
+see, an upstream reporting nonsense) moves it no further than the next, and it comes down
+again as newer answers replace the odd ones. Whatever the answers, it stays within a band
+around the family's factor (0.8x to 1.6x: 1.0 to 2.0 for Claude), and it falls below the
+family's factor only after MIN_SAMPLES answers.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 MIN_SAMPLES = 3
 FLOOR_MARGIN = 0.02
 SPREAD = 0.20
 MIN_CHANGE = 0.01  # a smaller move is not applied: counts (and plans) stay put
 MAX_MODELS = 1024  # model names come from clients: the table stays bounded
+RECENT = 64  # the answers the quantile is taken over
+QUANTILE = 0.9
+BAND = (0.8, 1.6)  # the factor's bounds, as multiples of the family's
+
+
+def band(start: float) -> tuple[float, float]:
+    """The lowest and highest factor a model whose family's factor is `start` may get."""
+    return start * BAND[0], start * BAND[1]
+
+
+def high_ratio(ratios: list[float]) -> float:
+    """The QUANTILE of `ratios` (the nearest rank at or above it): robust to the top tenth."""
+    ordered = sorted(ratios)
+    return ordered[max(0, math.ceil(QUANTILE * len(ordered)) - 1)]
 
 
 @dataclass(slots=True)
 class _Seen:
     samples: int = 0
-    worst: float = 0.0  # the largest reported/raw ratio
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     unsent: int = 0  # answers not yet handed to the shared state (with --state)
 
 
 class CountCalibration:
-    """The calibrated factor per estimated model; thread-safe (plans run in threads)."""
+    """The calibrated factor per (upstream, model) key; thread-safe (plans run in threads)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, _Seen] = {}
         self._factors: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def factor(self, model: str) -> float | None:
-        """The model's calibrated factor, or None while it has none."""
-        return self._factors.get(model)
+    def factor(self, key: str) -> float | None:
+        """The key's calibrated factor, or None while it has none."""
+        return self._factors.get(key)
 
-    def observe(self, model: str, raw: float, reported: int, start: float) -> float | None:
+    def observe(self, key: str, raw: float, reported: int, start: float) -> float | None:
         """Take one answer's reported prompt tokens against the raw estimate of what was
         sent; the new factor when it moved, else None."""
         if raw <= 0 or reported <= 0 or not math.isfinite(raw):
             return None
+        low, high = band(start)
         with self._lock:
-            seen = self._seen_for(model)
+            seen = self._seen_for(key)
             if seen is None:
                 return None
             seen.samples += 1
             seen.unsent += 1
-            seen.worst = max(seen.worst, reported / raw)
-            return self._settle(model, seen, start)
+            # Clamped as it comes in: an answer past the band counts as the band's edge.
+            seen.recent.append(min(max(reported / raw, low), high))
+            return self._settle(key, seen.samples, high_ratio(list(seen.recent)), start)
 
     def take_unsent(self) -> dict[str, tuple[int, float]]:
-        """Answers seen here since the last call, and the worst ratio, by model: what the
-        shared state adds to the fleet's."""
+        """Answers seen here since the last call and this replica's high ratio, by key: what
+        the shared state adds to the fleet's."""
         with self._lock:
-            out = {m: (s.unsent, s.worst) for m, s in self._seen.items() if s.unsent}
-            for model in out:
-                self._seen[model].unsent = 0
+            out = {
+                k: (s.unsent, high_ratio(list(s.recent)))
+                for k, s in self._seen.items()
+                if s.unsent and s.recent
+            }
+            for key in out:
+                self._seen[key].unsent = 0
             return out
 
     def give_back(self, taken: dict[str, tuple[int, float]]) -> None:
         """Answers `take_unsent` gave that never reached the shared state."""
         with self._lock:
-            for model, (samples, _) in taken.items():
-                if model in self._seen:
-                    self._seen[model].unsent += samples
+            for key, (samples, _) in taken.items():
+                if key in self._seen:
+                    self._seen[key].unsent += samples
 
-    def install(self, model: str, samples: int, worst: float, start: float) -> float | None:
-        """The whole fleet's answers for `model` (this replica's included); the new factor
-        when it moved, else None."""
-        if samples <= 0 or not math.isfinite(worst) or worst <= 0:
+    def install(self, key: str, samples: int, ratio: float, start: float) -> float | None:
+        """The fleet's figures for `key` (its answers' number and the highest of the
+        replicas' high ratios, this one's included); the new factor when it moved, else
+        None. A figure from outside is clamped to the band like an answer."""
+        if samples <= 0 or not math.isfinite(ratio) or ratio <= 0:
             return None
+        low, high = band(start)
         with self._lock:
-            seen = self._seen_for(model)
+            seen = self._seen_for(key)
             if seen is None:
                 return None
-            seen.samples = max(seen.samples, samples)
-            seen.worst = max(seen.worst, worst)
-            return self._settle(model, seen, start)
+            own = high_ratio(list(seen.recent)) if seen.recent else 0.0
+            fleet = max(own, min(max(ratio, low), high))
+            return self._settle(key, max(seen.samples, samples), fleet, start)
 
-    def _seen_for(self, model: str) -> _Seen | None:
-        """The model's record (made on first sight), or None once the table is full."""
-        seen = self._seen.get(model)
+    def _seen_for(self, key: str) -> _Seen | None:
+        """The key's record (made on first sight), or None once the table is full."""
+        seen = self._seen.get(key)
         if seen is None and len(self._seen) < MAX_MODELS:
-            seen = self._seen[model] = _Seen()
+            seen = self._seen[key] = _Seen()
         return seen
 
-    def _settle(self, model: str, seen: _Seen, start: float) -> float | None:
-        floor = seen.worst * (1 + FLOOR_MARGIN)  # never under what an answer showed
-        ceiling = max(start, floor)  # never over the family's factor unless shown needed
-        margin = SPREAD / math.sqrt(seen.samples) if seen.samples >= MIN_SAMPLES else math.inf
-        wanted = math.ceil(min(floor * (1 + margin), ceiling) * 1000) / 1000  # rounded up
-        current = self._factors.get(model, start)
-        if abs(wanted - current) < MIN_CHANGE * current and current >= floor:
+    def _settle(self, key: str, samples: int, ratio: float, start: float) -> float | None:
+        low, high = band(start)
+        floor = ratio * (1 + FLOOR_MARGIN)  # not under what most answers showed
+        ceiling = max(start, floor)  # not over the family's factor unless shown needed
+        margin = SPREAD / math.sqrt(samples) if samples >= MIN_SAMPLES else math.inf
+        wanted = min(floor * (1 + margin), ceiling)
+        wanted = math.ceil(min(max(wanted, low), high) * 1000) / 1000  # rounded up
+        current = self._factors.get(key, start)
+        if abs(wanted - current) < MIN_CHANGE * current and current >= min(floor, high):
             return None
-        self._factors[model] = wanted
+        self._factors[key] = wanted
         return wanted

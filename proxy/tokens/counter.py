@@ -45,6 +45,14 @@ _FACTORS = (
 _DEFAULT_FACTOR = 1.25
 
 
+KEY_SEPARATOR = "\t"  # in neither a URL nor a model name a client can get past the limits
+
+
+def calibration_key(upstream: str, model: str) -> str:
+    """What the count calibration is kept under: answers from one upstream for one model."""
+    return f"{upstream}{KEY_SEPARATOR}{model}"
+
+
 class TokenCounter:
     """Every model's tokenizer, made once and kept; one count cache shared by all of them.
 
@@ -57,21 +65,22 @@ class TokenCounter:
         self._lock = threading.Lock()
         self._texts: dict[str, TiktokenText | HFText] = {}
         self._tokenizers: dict[tuple[str, float, ImageRule, int], ChatTokenizer] = {}
-        self._by_model: dict[tuple[str, str | None], ChatTokenizer] = {}
+        self._by_model: dict[tuple[str, str | None, str], ChatTokenizer] = {}
         self.calibration = CountCalibration()  # estimated models' factors, from answers
 
-    def for_model(self, model: str, policy: Policy) -> Tokenizer:
-        """The tokenizer for `model` under `policy` (its `models.<name>.tokenizer` first)."""
-        return self.chat_tokenizer(model, policy)
+    def for_model(self, model: str, policy: Policy, upstream: str = "") -> Tokenizer:
+        """The tokenizer for `model` under `policy` (its `models.<name>.tokenizer` first);
+        an estimate's factor is the one `upstream`'s answers calibrated."""
+        return self.chat_tokenizer(model, policy, upstream)
 
-    def loaded(self, model: str, policy: Policy) -> ChatTokenizer | None:
+    def loaded(self, model: str, policy: Policy, upstream: str = "") -> ChatTokenizer | None:
         """`for_model` if it is ready, else None: never loads anything (which can take a
         quarter of a second), so it is safe on the event loop."""
-        return self._by_model.get(self._key(model, policy))
+        return self._by_model.get(self._key(model, policy, upstream))
 
-    def chat_tokenizer(self, model: str, policy: Policy) -> ChatTokenizer:
+    def chat_tokenizer(self, model: str, policy: Policy, upstream: str = "") -> ChatTokenizer:
         """`for_model` with the concrete type (it also has `count_request`)."""
-        key = self._key(model, policy)
+        key = self._key(model, policy, upstream)
         found = self._by_model.get(key)
         if found is None:
             with self._lock:
@@ -82,34 +91,36 @@ class TokenCounter:
         return found
 
     def observe_reported(
-        self, model: str, counted: int, used: float, reported: int
+        self, model: str, counted: int, used: float, reported: int, upstream: str = ""
     ) -> float | None:
-        """An answer's reported prompt tokens for a request the estimate counted as
-        `counted` with factor `used`: the model's new factor when it moved (its tokenizer is
-        rebuilt with it on next use), else None."""
+        """An answer's reported prompt tokens for a request to `upstream` the estimate
+        counted as `counted` with factor `used`: the new factor for the model there when it
+        moved (its tokenizer is rebuilt with it on next use), else None."""
         start = _tiktoken_for(base_model(model))[1]
-        return self._rebuilt(
-            model, self.calibration.observe(model, counted / used, reported, start)
-        )
+        key = calibration_key(upstream, model)
+        return self._rebuilt(key, self.calibration.observe(key, counted / used, reported, start))
 
-    def install_calibration(self, model: str, samples: int, worst: float) -> float | None:
-        """The fleet's answers for `model` (from the shared state): its new factor if moved."""
+    def install_calibration(self, key: str, samples: int, ratio: float) -> float | None:
+        """The fleet's figures for a calibration key (from the shared state): the new
+        factor if it moved."""
+        model = key.partition(KEY_SEPARATOR)[2]  # an upstream has no tab; a name may
         start = _tiktoken_for(base_model(model))[1]
-        return self._rebuilt(model, self.calibration.install(model, samples, worst, start))
+        return self._rebuilt(key, self.calibration.install(key, samples, ratio, start))
 
-    def _rebuilt(self, model: str, moved: float | None) -> float | None:
+    def _rebuilt(self, key: str, moved: float | None) -> float | None:
         if moved is not None:  # the model's tokenizer is made again, with it, on next use
             with self._lock:
-                for key in [k for k in self._by_model if k[0] == model]:
-                    del self._by_model[key]
+                for found in [k for k in self._by_model if calibration_key(k[2], k[0]) == key]:
+                    del self._by_model[found]
         return moved
 
     @staticmethod
-    def _key(model: str, policy: Policy) -> tuple[str, str | None]:
+    def _key(model: str, policy: Policy, upstream: str) -> tuple[str, str | None, str]:
         configured = policy_model(model, policy)
-        return model, _tokenizer_path(configured.tokenizer, policy) if configured else None
+        path = _tokenizer_path(configured.tokenizer, policy) if configured else None
+        return model, path, upstream
 
-    def _build(self, model: str, path: str | None) -> ChatTokenizer:
+    def _build(self, model: str, path: str | None, upstream: str) -> ChatTokenizer:
         name = base_model(model)
         encoding, factor = _tiktoken_for(name)
         source: TiktokenText | HFText | None = None
@@ -122,7 +133,7 @@ class TokenCounter:
         if source is None:
             source = self._tiktoken(encoding)
             if factor != 1.0:  # an estimate: the factor answers have shown, once there is one
-                factor = self.calibration.factor(model) or factor
+                factor = self.calibration.factor(calibration_key(upstream, model)) or factor
         # o3/o4 replies are primed with one token less (tests/data/count_fixtures.json).
         priming = 2 if name.startswith(("o3", "o4")) else 3
         key = (source.name, factor, image_rule(name), priming)

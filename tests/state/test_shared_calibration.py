@@ -14,6 +14,7 @@ from proxy.state.calibration_share import share_calibration
 from proxy.state.redis_link import connect
 from proxy.state.replicas import SharedState
 from proxy.tokens import TokenCounter
+from proxy.tokens.counter import calibration_key
 from proxy.usage.metrics import Metrics
 from proxy.usage.quotas import QuotaBook
 from tests.redis_server import RedisServer, running_redis
@@ -37,11 +38,11 @@ async def test_a_fresh_replica_counts_as_the_fleets_answers_showed(
         for _ in range(4):  # the upstream reports 1.6 times the raw estimate
             a.counter.observe_reported(MODEL, counted, 1.25, round(counted / 1.25 * 1.6))
         assert await a.sync() and await b.sync()
-        fleet = b.counter.calibration.factor(MODEL)
+        fleet = b.counter.calibration.factor(calibration_key("", MODEL))
         assert fleet is not None and fleet >= 1.6 * 1.02 - 0.001  # reported: rounded to a token
         assert b.counter.chat_tokenizer(MODEL, Policy()).count_request(BODY) >= counted / 1.25 * 1.6
         assert await a.sync()  # nothing new: the samples are not added twice
-        shared = await a.client.hget("cp:count:" + MODEL, "samples")
+        shared = await a.client.hget("cp:count:" + calibration_key("", MODEL), "samples")
         assert shared is not None and int(shared) == 4
     finally:
         await a.client.aclose()
@@ -58,6 +59,24 @@ async def test_answers_a_failed_round_took_go_next_round(redis_server: RedisServ
     client = connect(redis_server.url)
     try:
         await share_calibration(client, counter, "r1")
-        assert int(await client.hget("cp:count:" + MODEL, "samples")) == 1
+        assert int(await client.hget("cp:count:" + calibration_key("", MODEL), "samples")) == 1
     finally:
         await client.aclose()
+
+
+async def test_a_figure_out_of_the_band_in_redis_is_clamped_on_the_way_in(
+    redis_server: RedisServer,
+) -> None:
+    """Whatever another process wrote under the key, a replica installs at most the band's
+    top (2.0 for Claude) and skips what is not a number."""
+    replica = SharedState(connect(redis_server.url), QuotaBook(), Metrics())
+    replica.counter = TokenCounter()
+    key = "cp:count:" + calibration_key("", MODEL)
+    try:
+        await replica.client.hset(key, mapping={"samples": "9", "ratio:x": "1e9", "ratio:y": "no"})
+        await replica.client.hset("cp:count:\tclaude-bad", mapping={"samples": "x"})
+        await replica.client.sadd("cp:count:models", calibration_key("", MODEL), "\tclaude-bad")
+        assert await replica.sync()
+        assert replica.counter.calibration.factor(calibration_key("", MODEL)) == 2.0
+    finally:
+        await replica.client.aclose()
