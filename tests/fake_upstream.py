@@ -292,7 +292,10 @@ class FakeUpstream:
         )
         if mode == "sized_usage":  # a token per word of the request, as a tokenizer would
             prompt = len(rec.body.split())
-            usage = {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
+            # an answer of the length the client allows (a model that runs on), or 7
+            limit = body.get("max_tokens") or int(rec.headers.get("x-fake-answer-tokens", "7"))
+            usage = {"prompt_tokens": prompt, "completion_tokens": limit,
+                     "total_tokens": prompt + limit}  # fmt: skip
         elif mode == "negative_usage":
             usage = {"prompt_tokens": -1_000_000_000, "completion_tokens": 7, "total_tokens": 0}
         answer: dict[str, Any] = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import orjson
 
@@ -16,7 +15,9 @@ from proxy.items import is_responses_body, to_chat
 from proxy.planner import plan_request
 from proxy.policy import PolicyError, load_policy_dir
 from proxy.server import (
+    Settings,
     check_chat_body,
+    check_messages_body,
     check_responses_body,
     note_previous,
     parse_model_body,
@@ -46,17 +47,31 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.team and policy.team != args.team:
         print(f"context-proxy plan: no policy for team {args.team!r}", file=sys.stderr)
         return 1
+    limit = int(Settings().max_body_mb * 1024 * 1024)  # what the server would read
     try:
-        raw = sys.stdin.buffer.read() if args.request == "-" else Path(args.request).read_bytes()
+        if args.request == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(args.request, "rb") as f:
+                raw = f.read(limit + 1)
     except OSError as exc:
         print(f"context-proxy plan: cannot read {args.request}: {exc.strerror}", file=sys.stderr)
+        return 1
+    if len(raw) > limit:
+        print(
+            f"context-proxy plan: {args.request} is larger than {limit // (1024 * 1024)} MB, "
+            "the most the server reads of a request",
+            file=sys.stderr,
+        )
         return 1
     try:
         body = parse_model_body(raw)
         # A Responses or Messages body is planned as the neutral chat messages it reads as.
         conv = to_chat(check_responses_body(body)) if is_responses_body(body) else None
         blocks = (
-            anthropic.to_chat(check_chat_body(body)) if anthropic.is_messages_body(body) else None
+            anthropic.to_chat(check_messages_body(body))
+            if anthropic.is_messages_body(body)
+            else None
         )
         chat = conv.body if conv is not None else blocks.body if blocks else check_chat_body(body)
         tokenizer = TokenCounter().for_model(body["model"], policy)
@@ -66,7 +81,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.buffer.write(exc.body() + b"\n")
         else:
-            print(f"{exc.status} {exc.code or exc.type}: {exc.message}", file=sys.stderr)
+            print(f"context-proxy plan: {exc.message}", file=sys.stderr)
         return 1
     if conv is not None:
         note_previous(body, outcome)

@@ -95,6 +95,7 @@ TOP_LEVEL: dict[str, Field] = {
         "hard_limit": yes_no,
         "daily_usd": opt(positive_number),
         "monthly_usd": opt(positive_number),
+        "answer_hold_tokens": nonneg_int,
     },
     "visibility": {"prompt_report": yes_no},
     "tags": {"inline_in_user": yes_no},
@@ -120,7 +121,13 @@ TOP_LEVEL: dict[str, Field] = {
 
 
 def _models(node: yaml.Node, problems: Problems) -> dict[str, ModelPolicy]:
-    fields: dict[str, Field] = {"context_window": opt(positive_int), "tokenizer": opt(string)}
+    fields: dict[str, Field] = {
+        "context_window": opt(positive_int),
+        "tokenizer": opt(string),
+        "input_usd_per_mtok": opt(nonneg_number),
+        "output_usd_per_mtok": opt(nonneg_number),
+        "cached_usd_per_mtok": opt(nonneg_number),
+    }
     out: dict[str, ModelPolicy] = {}
     if not isinstance(node, yaml.MappingNode):
         problems.add(node, "models must be a mapping of model name to settings")

@@ -41,6 +41,11 @@ class BudgetPolicy:
 class ModelPolicy:
     context_window: int | None = None
     tokenizer: str | None = None  # path to a tokenizer.json, resolved against the policy file
+    # The model's price, for a name the bundled price map does not know (or to override
+    # it): USD per million tokens; cached input at the input price unless given.
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    cached_usd_per_mtok: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,9 @@ class QuotaPolicy:
     hard_limit: bool = False
     daily_usd: float | None = None  # spend, at the bundled prices (cached tokens at theirs)
     monthly_usd: float | None = None
+    # What a request that sets no answer limit (max_tokens...) holds against a hard quota
+    # for its answer until it is booked.
+    answer_hold_tokens: int = 4096
 
     def in_micro_usd(self) -> QuotaPolicy:
         """The dollar quotas as a token-shaped policy in millionths of a dollar (what the
@@ -93,7 +101,10 @@ class QuotaPolicy:
         def micro(usd: float | None) -> int | None:
             return None if usd is None else max(1, round(usd * MICRO))
 
-        return QuotaPolicy(micro(self.daily_usd), micro(self.monthly_usd), self.hard_limit)
+        return QuotaPolicy(
+            micro(self.daily_usd), micro(self.monthly_usd), self.hard_limit,
+            answer_hold_tokens=self.answer_hold_tokens,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,14 @@
 A fleet writes one log per replica, and logs get rotated and gzipped: `report` takes any
 number of paths and globs (`'logs/*.jsonl*'`), reads `.gz` files through gzip, and streams
 every line of every file, in the order given (each glob's matches sorted), so that no file
-is held in memory."""
+is held in memory, nor a line past a megabyte (usage/log_files.py)."""
 
 from __future__ import annotations
 
 import glob
-import gzip
 from collections.abc import Iterator, Sequence
+
+from proxy.usage.log_files import bounded_lines, open_log
 
 
 def expand(patterns: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -32,9 +33,5 @@ def lines(paths: Sequence[str]) -> Iterator[bytes]:
     """Every line of every file, gzip-compressed ones (`.gz`) read through gzip. An
     unreadable file raises OSError before any of its lines."""
     for path in paths:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as packed:
-                yield from packed
-        else:
-            with open(path, "rb") as plain:
-                yield from plain
+        with open_log(path) as f:
+            yield from bounded_lines(f)

@@ -5,6 +5,7 @@ from proxy.server.connection_limits import uvicorn_options
 from proxy.server.logs import configure_logging
 from proxy.server.request_body import (
     check_chat_body,
+    check_messages_body,
     check_responses_body,
     parse_chat_body,
     parse_model_body,
@@ -17,6 +18,7 @@ __all__ = [
     "SettingsError",
     "app_from_env",
     "check_chat_body",
+    "check_messages_body",
     "check_responses_body",
     "configure_logging",
     "create_app",

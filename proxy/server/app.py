@@ -25,6 +25,7 @@ from proxy.server.messages_api import count_message_tokens, create_message
 from proxy.server.passthrough import forward
 from proxy.server.plan_route import context_plan
 from proxy.server.responses_api import create_response
+from proxy.server.route_paths import canonical_path
 from proxy.server.services import Services, open_services
 from proxy.server.settings import Settings
 
@@ -87,10 +88,16 @@ class ProxyApp(Starlette):
     def __init__(self, direct: dict[str, Endpoint], **options: object) -> None:
         super().__init__(**options)  # type: ignore[arg-type]
         self._direct = direct
+        self._metered = frozenset(direct)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = canonical_path(scope["path"], self._metered)
+            if path != scope["path"]:  # routed, and forwarded, as the one spelling
+                scope["path"] = path
+                scope["raw_path"] = path.encode()
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            path: str = scope["path"]
+            path = scope["path"]
             endpoint = self._direct.get(path)
             if endpoint is None and path.endswith("/"):  # `/v1/chat/completions/` is planned too
                 endpoint = self._direct.get(path.rstrip("/"))

@@ -92,6 +92,7 @@ class Exchange:
     cache_written: tuple[int, int] = (0, 0)  # cache writes reported, of them for an hour
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
+    held_micro_usd: int = 0  # and millionths of a dollar, against a hard dollar quota
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)
@@ -192,6 +193,9 @@ class Exchange:
         if self.held:  # what it held gives way to what it used
             services.quotas.release(team, self.held)
             self.held = 0
+        if self.held_micro_usd:
+            services.spend.release(team, self.held_micro_usd)
+            self.held_micro_usd = 0
         if total and policy is not None:
             services.quotas.add(team, total)
         quota = (
@@ -204,7 +208,7 @@ class Exchange:
         level, tokens_before = self.level, o.tokens_before if o else 0
         tokens_after = o.tokens_after if o else 0
         cost = saved = None
-        prices = services.windows.prices(self.model) if self.model else None
+        prices = services.windows.policy_prices(self.model, policy) if self.model else None
         if prices is not None:
             # Trimming saved only on a request the upstream served and trimming changed: one
             # it never answered would have cost nothing untrimmed either.

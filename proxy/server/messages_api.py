@@ -36,7 +36,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
-from proxy.server.quota_step import check_quota, expected_tokens
+from proxy.server.quota_step import check_quota, expected_use
 from proxy.server.request_body import check_messages_body, encoded, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.summaries import SummaryTarget
@@ -70,7 +70,8 @@ async def create_message(request: Request) -> Response:
             services, policy, conv.body, tokenizer, len(raw), None, ex.request_id,
             tags=tag_marks(raw),
         )  # fmt: skip
-        check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
+        use = expected_use(outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
+        check_quota(services, ex, use)
         payload = raw
         if outcome.changed or conv.tagged:
             if big:

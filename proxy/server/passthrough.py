@@ -58,7 +58,8 @@ async def forward(request: Request) -> Response:
             ex = Exchange(services.ids.next())
             ex.policy, ex.api = policy, route.rsplit("/", 1)[-1]
             # A token per 4 bytes of body: held against a hard quota until it is charged.
-            check_quota(services, ex, int(declared) // 4 if declared and declared.isdigit() else 0)
+            size = int(declared) // 4 if declared and declared.isdigit() else 0
+            check_quota(services, ex, (size, 0))
         headers = clean_headers(request.headers.raw, headers_not_forwarded(policies))
         if declared is not None:
             headers.append(("content-length", declared))

@@ -1,23 +1,24 @@
 """Quota step: a team whose hard quota is spent is refused before anything goes upstream,
-and an admitted request holds the tokens it expects to use until it is charged, so that
-requests admitted at once cannot overshoot the quota by more than one request."""
+and an admitted request holds the tokens and dollars it may use until it is charged, so
+that requests admitted at once cannot overshoot the quota by more than one request."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from proxy.errors import QuotaExceeded
+from proxy.errors import InvalidRequest, QuotaExceeded
 from proxy.policy.model import MICRO
 from proxy.server.exchange import Exchange
 from proxy.server.services import Services
 
 
-def check_quota(services: Services, ex: Exchange, expected: int = 0) -> None:
-    """429 when the team's hard quota is spent, its held tokens counted; with `expected`
-    (the tokens the request will use, as far as known), the request then holds them
-    (released when it is booked). No await between the check and the hold: requests on
-    the event loop are admitted one at a time."""
+def check_quota(services: Services, ex: Exchange, use: tuple[int, int] | None = None) -> None:
+    """429 when the team's hard quota (tokens or dollars) is spent, what requests in flight
+    hold counted; with `use` (the prompt as planned and the answer it may get), the request
+    then holds its tokens and their price until it is booked. No await between the check
+    and the hold: requests on the event loop are admitted one at a time."""
     assert ex.policy is not None
     quotas = ex.policy.quotas
     tokens = quotas.daily_tokens is not None or quotas.monthly_tokens is not None
@@ -26,11 +27,19 @@ def check_quota(services: Services, ex: Exchange, expected: int = 0) -> None:
         return
     if services.books.pending:  # the requests just finished count too
         services.books.drain()
+    hold_micro = 0
     if dollars and quotas.hard_limit:
-        check_spend(services, ex)
-    if not tokens:
-        return
-    team, book = ex.policy.team, services.quotas
+        hold_micro = check_spend(services, ex, use)
+    if tokens:
+        check_tokens(services, ex, sum(use) if use else 0)
+    if hold_micro:  # held only once both quotas admitted it
+        services.spend.hold(ex.policy.team, hold_micro)
+        ex.held_micro_usd += hold_micro
+
+
+def check_tokens(services: Services, ex: Exchange, expected: int) -> None:
+    assert ex.policy is not None
+    quotas, team, book = ex.policy.quotas, ex.policy.team, services.quotas
     ex.quota = status = book.status(team, quotas, ex.policy.thresholds)
     if not quotas.hard_limit or status.limit is None:
         return
@@ -48,28 +57,47 @@ def check_quota(services: Services, ex: Exchange, expected: int = 0) -> None:
         ex.held += expected
 
 
-def check_spend(services: Services, ex: Exchange) -> None:
-    """429 when the team's hard dollar quota is spent (what its answered requests cost at
-    the bundled prices). Requests in flight hold no dollars: a team may overshoot by what
-    those cost."""
+def check_spend(services: Services, ex: Exchange, use: tuple[int, int] | None) -> int:
+    """429 when the team's hard dollar quota is spent (what its answered requests cost,
+    and what those in flight may cost); 400 for a model no price is known for (a name the
+    bundled map lacks would otherwise cost nothing). With `use`, what the request may cost
+    at most, in millionths of a dollar: its prompt at the dearest input rate (a cache
+    write) and its answer limit at the output rate."""
     assert ex.policy is not None
     team, policy = ex.policy.team, ex.policy
+    # A passthrough route's model is read from its answer: priced when it is booked.
+    prices = services.windows.policy_prices(ex.model, policy) if ex.model else None
+    if prices is None and ex.model:
+        raise InvalidRequest(
+            f"Team {team!r} has a hard dollar quota and the model {ex.model!r} has no known "
+            "price: give it one in the team's policy (models: {name: {input_usd_per_mtok: "
+            "..., output_usd_per_mtok: ...}}) or use a priced model name.",
+            param="model",
+            code="model_not_priced",
+        )
     spent = services.spend.status(team, policy.quotas.in_micro_usd(), policy.thresholds)
-    if spent.exceeded and spent.limit is not None:
+    held = services.spend.held.get(team, 0)
+    if spent.limit is not None and spent.used + held >= spent.limit:
         period = spent.period or "day"
         raise QuotaExceeded(
             f"Team {team!r} has spent its {period} budget "
-            f"(${spent.used / MICRO:,.2f} of ${spent.limit / MICRO:,.2f}).",
+            f"(${spent.used / MICRO:,.2f} spent and ${held / MICRO:,.2f} held by requests "
+            f"in flight, of ${spent.limit / MICRO:,.2f}).",
             seconds_until_reset(period),
         )
+    if use is None or prices is None:
+        return 0
+    prompt, answer = use
+    dearest_input = max(prices.input, prices.written(), prices.written(long=True))
+    return max(1, math.ceil((prompt * dearest_input + answer * prices.output) * MICRO))
 
 
-def expected_tokens(prompt: int, body: dict[str, Any]) -> int:
-    """What a request will use at most, as far as it says: its prompt, and the output it
-    allows (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) when it sets one."""
+def expected_use(prompt: int, body: dict[str, Any], answer_hold: int) -> tuple[int, int]:
+    """What a request may use: its prompt, and the output it allows (`max_tokens`,
+    `max_completion_tokens`, `max_output_tokens`), or `answer_hold` when it sets none."""
     limits = (body.get(k) for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"))
-    allowed = next((n for n in limits if type(n) is int and n > 0), 0)
-    return prompt + allowed
+    allowed = next((n for n in limits if type(n) is int and n > 0), answer_hold)
+    return prompt, allowed
 
 
 def seconds_until_reset(period: str, now: datetime | None = None) -> int:

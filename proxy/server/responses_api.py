@@ -37,7 +37,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
-from proxy.server.quota_step import check_quota, expected_tokens
+from proxy.server.quota_step import check_quota, expected_use
 from proxy.server.request_body import (
     check_responses_body,
     encoded,
@@ -84,7 +84,8 @@ async def create_response(request: Request) -> Response:
             tags=tag_marks(raw),
         )  # fmt: skip
         note_previous(body, outcome)
-        check_quota(services, ex, expected_tokens(outcome.tokens_after, body))
+        use = expected_use(outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
+        check_quota(services, ex, use)
         if outcome.changed or conv.tagged:
             if big:
                 payload = await off_loop(services, forwarded, services, ex, raw, body, conv)

@@ -109,6 +109,20 @@ class ContextWindows:
                 return window
         return None
 
+    def policy_prices(self, model: str, policy: Policy | None) -> Prices | None:
+        """The price the policy gives `model` (`models.<name>.input_usd_per_mtok`...), else
+        the bundled map's; None when neither prices it."""
+        configured = policy_model(model, policy) if policy is not None else None
+        if configured is not None and configured.input_usd_per_mtok is not None:
+            per_token = configured.input_usd_per_mtok / 1e6
+            cached = configured.cached_usd_per_mtok
+            return Prices(
+                per_token,
+                per_token if cached is None else cached / 1e6,
+                (configured.output_usd_per_mtok or 0.0) / 1e6,
+            )
+        return self.prices(model)
+
     def prices(self, model: str) -> Prices | None:
         """The prices litellm's bundled map gives `model` (same name rules), or None."""
         try:

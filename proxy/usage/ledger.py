@@ -14,6 +14,7 @@ import orjson
 
 from proxy.policy import ThresholdPolicy
 from proxy.types import Level
+from proxy.usage.log_files import bounded_lines, open_log
 from proxy.usage.record import UsageRecord, utc_iso, utc_now_iso
 from proxy.usage.writer import UsageLog
 
@@ -97,10 +98,10 @@ class ThresholdWatch:
 
 def iter_records(path: str, offset: int = 0) -> Iterator[dict[str, Any]]:
     """Stream the log's records from `offset`, skipping blank, torn or malformed lines."""
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         if offset:
             f.seek(offset)
-        for line in f:
+        for line in bounded_lines(f):
             if len(line) < 2 or line[-1] != 0x0A:  # blank, or a last line still being written
                 continue
             try:

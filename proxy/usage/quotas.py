@@ -16,6 +16,7 @@ from proxy.policy import QuotaPolicy, ThresholdPolicy
 from proxy.policy.model import MICRO
 from proxy.types import Level
 from proxy.usage.ledger import iter_records, level_for
+from proxy.usage.log_files import rotated_logs
 
 _SEEK_MIN_BYTES = 1 << 20  # below this a log is simply read whole
 _SEEK_MARGIN = timedelta(days=1)  # long streams are logged after records that started later
@@ -222,15 +223,29 @@ class QuotaBook:
         being read from its first line: start-up time follows this month's traffic only.
         """
         self._teams.clear()
-        if not os.path.exists(path):
-            return 0
         now = datetime.now(UTC) if now is None else now.astimezone(UTC)
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        cutoff = (month_start - _SEEK_MARGIN).strftime("%Y-%m-%d")
+        since = month_start - _SEEK_MARGIN
+        cutoff = since.strftime("%Y-%m-%d")
+        counted = 0
+        # The period's rows may lie in files rotated out of the live one (logrotate's
+        # `path.1`, `path.2.gz`): each is read, oldest first, then the live log.
+        for rotated in rotated_logs(path, since.timestamp()):
+            try:
+                counted += self._count_file(rotated, 0, cutoff, amount)
+            except (OSError, EOFError):  # unreadable or cut short: what it held is lost
+                continue
+        if not os.path.exists(path):
+            return counted
         offset = 0
         if os.path.getsize(path) >= min_seek_bytes:
             with open(path, "rb") as f:
                 offset = _first_offset_at_or_after(f, cutoff)
+        return counted + self._count_file(path, offset, cutoff, amount)
+
+    def _count_file(
+        self, path: str, offset: int, cutoff: str, amount: Callable[[dict[str, Any]], int | None]
+    ) -> int:
         counted = 0
         for rec in iter_records(path, offset):
             ts, team, tokens = rec.get("ts"), rec.get("team"), amount(rec)

@@ -164,3 +164,100 @@ def test_the_openai_sdk_does_not_retry_a_quota_refusal(
     assert refused.value.code == "quota_exceeded"
     rows = usage_rows(proxy, at_least=3)  # waits out a retry's row, if one came
     assert [r["status"] for r in rows] == [200, 429]  # one row: no retry
+
+
+def _burst(proxy: Any, body: dict[str, Any], n: int, headers: dict[str, str]) -> list[int]:
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as http:
+            answers = await asyncio.gather(
+                *(
+                    http.post(proxy.url + "/v1/chat/completions", headers=headers, json=body)
+                    for _ in range(n)
+                )
+            )
+            return [a.status_code for a in answers]
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("max_tokens", [None, 900])
+def test_holds_cover_the_answer_as_well_as_the_prompt(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, max_tokens: int | None
+) -> None:
+    """60 small prompts at once whose answers run long (to their max_tokens, or 900 tokens
+    when they set none) against a 5,000-token hard quota: each holds its prompt and its
+    answer limit (the policy's answer_hold_tokens when it sets none), so at most the quota
+    plus one request's worth is charged."""
+    hold = "" if max_tokens else ", answer_hold_tokens: 1000"
+    keyed(policies_dir, f"quotas: {{daily_tokens: 5000, hard_limit: true{hold}}}\n")
+    proxy = start_proxy()
+    upstream.mode, upstream.delay_s = "sized_usage", 0.5
+    body: dict[str, Any] = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    statuses = _burst(proxy, body, 60, {**AUTH, "x-fake-answer-tokens": "900"})
+    assert statuses.count(200) >= 2 and statuses.count(429) >= 50
+    rows = usage_rows(proxy, at_least=60)
+    charged = [r["total_tokens"] for r in rows if r["status"] == 200]
+    assert sum(charged) <= 5000 + max(charged), (sum(charged), len(charged))
+
+
+def test_a_hard_dollar_quota_holds_what_requests_in_flight_may_cost(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    """40 requests at once against a $0.05 hard quota: each holds its prompt at the
+    dearest input rate and its max_tokens at the output rate, so the team is charged at
+    most the quota and one request's worth."""
+    keyed(policies_dir, "quotas: {daily_usd: 0.05, hard_limit: true}\n")
+    proxy = start_proxy()
+    upstream.mode, upstream.delay_s = "sized_usage", 0.5
+    body = {"model": "gpt-4o", "max_tokens": 2000,
+            "messages": [{"role": "user", "content": "lorem " * 800}]}  # fmt: skip
+    statuses = _burst(proxy, body, 40, AUTH)
+    assert statuses.count(200) >= 1 and statuses.count(429) >= 30
+    rows = usage_rows(proxy, at_least=40)
+    costs = [r["cost_usd"] for r in rows if r["status"] == 200]
+    assert sum(costs) <= 0.05 + max(costs), (sum(costs), len(costs))
+
+
+def test_a_model_with_no_price_is_refused_under_a_hard_dollar_quota_unless_priced(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    """A name the bundled price map does not know would cost nothing: refused with a
+    hard dollar quota, until the policy prices it; then charged at that price."""
+    keyed(policies_dir, "quotas: {daily_usd: 1, hard_limit: true}\n")
+    proxy = start_proxy()
+    body = {"model": "my-private-model", "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(proxy.url + "/v1/chat/completions", headers=AUTH, json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "model_not_priced"
+    assert not upstream.requests
+    keyed(
+        policies_dir,
+        "quotas: {daily_usd: 1, hard_limit: true}\n"
+        "models: {my-private-model: {input_usd_per_mtok: 2, output_usd_per_mtok: 8}}\n",
+    )
+    proxy = start_proxy()
+    upstream.mode = "sized_usage"
+    r = httpx.post(proxy.url + "/v1/chat/completions", headers=AUTH, json=body)
+    assert r.status_code == 200, r.text
+    row = usage_rows(proxy, at_least=2)[-1]
+    assert row["cost_usd"] == pytest.approx((row["prompt_tokens"] * 2 + 7 * 8) / 1e6)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/chat//completions", "//v1/chat/completions", "/v1/chat/completions;x",
+     "/v1/Chat/completions", "/V1/CHAT/COMPLETIONS/", "/v1/responses;a=b"],
+)  # fmt: skip
+def test_no_spelling_of_a_metered_route_passes_a_spent_quota(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, path: str
+) -> None:
+    (policies_dir / "default.yaml").write_text("quotas: {daily_tokens: 1, hard_limit: true}\n")
+    proxy = start_proxy()
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "input": "hi"}
+    first = httpx.post(proxy.url + "/v1/chat/completions", json=chat)
+    assert first.status_code == 200  # the quota is spent
+    r = httpx.post(proxy.url + path, json=chat)
+    assert r.status_code == 429, (path, r.status_code, r.text[:200])
+    assert len(upstream.requests) == 1
+    assert len(usage_rows(proxy, at_least=2)) == 2  # the refusal has its row
