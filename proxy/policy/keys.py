@@ -59,6 +59,7 @@ TOP_LEVEL: dict[str, Field] = {
     "team": string,
     "keys": key_hash,
     "admin_keys": key_hash,
+    "metrics": enum_of(("admin", "public")),
     "passthrough": route_list,
     "upstream": {
         "base_url": opt(url),
@@ -203,6 +204,7 @@ def build_policy(values: dict[str, Any], source: str, name: str) -> Policy:
         source=source,
         keys=tuple(values.get("keys", ())),
         admin_keys=tuple(values.get("admin_keys", ())),
+        metrics=values.get("metrics", "admin"),
         passthrough=tuple(values.get("passthrough", DEFAULT_PASSTHROUGH)),
         default_context_window=values.get("default_context_window"),
         models=MappingProxyType(values.get("models", {})),

@@ -228,6 +228,9 @@ class Policy:
     source: str = "<built-in>"
     keys: tuple[str, ...] = ()
     admin_keys: tuple[str, ...] = ()
+    # Who reads /metrics (team names, spend): "admin" (an admin key; in open mode anyone
+    # until a policy lists admin keys) or "public" (anyone who reaches the port).
+    metrics: str = "admin"
     # The routes other than the planned ones that the team's keys may reach (key mode).
     passthrough: tuple[str, ...] = DEFAULT_PASSTHROUGH
     upstream: UpstreamPolicy = field(default_factory=UpstreamPolicy)
@@ -261,11 +264,13 @@ class PolicySet:
     # changes (a reload builds a new one).
     open_mode: bool = field(init=False, repr=False, compare=False)
     admin_required: bool = field(init=False, repr=False, compare=False)
+    metrics_public: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         every = self.all()
         object.__setattr__(self, "open_mode", not any(p.keys for p in every))
         object.__setattr__(self, "admin_required", any(p.admin_keys for p in every))
+        object.__setattr__(self, "metrics_public", any(p.metrics == "public" for p in every))
 
     def all(self) -> tuple[Policy, ...]:
         return (self.default, *self.policies)

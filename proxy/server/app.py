@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.errors import InvalidRequest, NotFound, ProxyError
 from proxy.server import responses
-from proxy.server.auth import require_admin
+from proxy.server.auth import require_metrics_reader
 from proxy.server.chat import chat_completions
 from proxy.server.logs import configure_logging
 from proxy.server.messages_api import count_message_tokens, create_message
@@ -54,7 +54,7 @@ async def healthz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     services: Services = request.app.state.services
     try:
-        require_admin(services.policies.current, request.headers)
+        require_metrics_reader(services.policies.current, request.headers)
     except ProxyError as exc:
         return responses.error(exc)
     services.books.drain()  # every request finished so far, counted

@@ -41,6 +41,22 @@ def require_admin(policies: PolicySet, headers: Mapping[str, str]) -> None:
         raise Forbidden("This route needs an admin key: 'Authorization: Bearer <admin key>'.")
 
 
+def require_metrics_reader(policies: PolicySet, headers: Mapping[str, str]) -> None:
+    """/metrics names every team and its spend: with proxy keys it needs an admin key
+    (none listed: nobody reads it) unless a policy says `metrics: public`; in open mode it
+    is open until a policy lists admin keys."""
+    if policies.metrics_public:
+        return
+    if policies.open_mode:
+        require_admin(policies, headers)
+    elif not policies.is_admin(bearer_token(headers)):
+        how = "" if policies.admin_required else " (none is listed: add admin_keys to a policy)"
+        raise Forbidden(
+            f"/metrics needs an admin key: 'Authorization: Bearer <admin key>'{how}, "
+            "or `metrics: public` in a policy."
+        )
+
+
 def upstream_authorization(
     policies: PolicySet, policy: Policy, headers: Mapping[str, str], environ: Mapping[str, str]
 ) -> str | None:

@@ -57,7 +57,7 @@ def after_booking(ex: Booked, services: Services, record: UsageRecord, model_lab
             services.metrics.threshold_event(record.team, record.spend_level.value, "spend")
     if ex.trace is not None:
         try:
-            ex.trace.end(record, ex.upstream_started, ex.upstream_ended, ex.ended)
+            ex.trace.end(record, ex.upstream_started, ex.upstream_ended, ex.ended, model_label)
         except Exception:  # tracing must never cost a usage row or a request
             log.exception("ending the request's trace failed")
         ex.trace = None

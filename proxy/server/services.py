@@ -164,8 +164,10 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         if shared_spend is not None:
             await shared_spend.aclose()
         await services.upstream.close()
-        if services.tracing is not None:
-            await asyncio.to_thread(services.tracing.close)  # exports the last spans
+        # The rows are on disk before the exporter gets its (bounded) last word: a collector
+        # that hangs delays a stop by EXPORT_TIMEOUT_S at most and never costs a row.
         if inclusion is not None:
             await inclusion.aclose()
         await usage.aclose()
+        if services.tracing is not None:
+            await asyncio.to_thread(services.tracing.close)  # exports the last spans

@@ -12,6 +12,7 @@ never a key.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from proxy.usage import UsageRecord
 
 PROVIDERS = {"messages": "anthropic"}  # the API the client called -> gen_ai.provider.name
+EXPORT_TIMEOUT_S = 2  # an OTLP export (a span batch, the metrics) waits no longer
+# The SDK's loggers that write what a client sent (a malformed `tracestate`, at WARNING on
+# every request): quiet below ERROR.
+CLIENT_ECHOING_LOGGERS = ("opentelemetry.trace.span", "opentelemetry.trace.propagation")
 
 
 class Tracing:
@@ -57,14 +62,18 @@ class Tracing:
         )
 
     def begin(self, headers: Mapping[str, str]) -> RequestTrace:
-        parent = self.propagator.extract(
-            carrier={k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
-        )
-        return RequestTrace(self, parent)
+        # W3C caps a traceparent at 55 characters and a tracestate at 32 members of 256: a
+        # longer header is not a trace context, and is not parsed (nor logged).
+        carrier = {
+            k: headers[k]
+            for k, most in (("traceparent", 128), ("tracestate", 8192))
+            if k in headers and len(headers[k]) <= most
+        }
+        return RequestTrace(self, self.propagator.extract(carrier=carrier))
 
     def close(self) -> None:
-        self.provider.shutdown()  # exports what is left
-        self.meters.shutdown()
+        self.provider.shutdown()  # exports what is left, each export within its timeout
+        self.meters.shutdown(timeout_millis=EXPORT_TIMEOUT_S * 1000)
 
 
 class RequestTrace:
@@ -105,7 +114,10 @@ class RequestTrace:
         upstream_started: float | None,
         upstream_ended: float | None,
         ended: float,
+        model_label: str,
     ) -> None:
+        """The request's spans ended with the row's figures; its metrics recorded under
+        `model_label` (Prometheus's bounded label, not the client's raw model name)."""
         from opentelemetry import trace
         from opentelemetry.trace import Status, StatusCode
 
@@ -165,7 +177,7 @@ class RequestTrace:
             {
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": attributes["gen_ai.provider.name"],
-                "gen_ai.request.model": attributes["gen_ai.request.model"],
+                "gen_ai.request.model": model_label,
                 "context.team": record.team,
             },
         )
@@ -195,13 +207,20 @@ def open_tracing(endpoint: str) -> Tracing:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    for name in CLIENT_ECHOING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     base = endpoint.rstrip("/")
     resource = Resource.create({"service.name": "context-proxy"})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(
         BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=base + "/v1/traces"), schedule_delay_millis=1000
+            OTLPSpanExporter(endpoint=base + "/v1/traces", timeout=EXPORT_TIMEOUT_S),
+            schedule_delay_millis=1000,
+            export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
         )
     )
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=base + "/v1/metrics"))
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=base + "/v1/metrics", timeout=EXPORT_TIMEOUT_S),
+        export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
+    )
     return Tracing(provider, MeterProvider(resource=resource, metric_readers=[reader]))

@@ -37,7 +37,7 @@ def claude_proxy(
     _, base = fake_upstream_server
     monkeypatch.setenv("TEAM_ANTHROPIC_KEY", TEAM_KEY)
     (policies_dir / "default.yaml").write_text(
-        f'team: claude\nkeys: ["{hash_key(KEY)}"]\n'
+        f'team: claude\nkeys: ["{hash_key(KEY)}"]\nmetrics: public\n'
         f"upstream: {{anthropic: {{base_url: '{base}', api_key_env: TEAM_ANTHROPIC_KEY}}}}\n"
         f"budget: {{reserve_output: false}}\nmodels:\n  {MODEL}: {{context_window: {WINDOW}}}\n"
     )

@@ -43,7 +43,7 @@ def rows(proxy: RunningProxy, at_least: int) -> list[dict[str, Any]]:
 def test_hostile_model_names_keep_metrics_and_usage_log_bounded(
     start_proxy: Any, policies_dir: Path
 ) -> None:
-    (policies_dir / "default.yaml").write_text(f'keys: ["{hash_key("k1")}"]\n')
+    (policies_dir / "default.yaml").write_text(f'keys: ["{hash_key("k1")}"]\nmetrics: public\n')
     proxy = start_proxy()
     with httpx.Client(base_url=proxy.url, timeout=30) as http:
         for i in range(1000):  # distinct 100 KB names, half with the key, half without

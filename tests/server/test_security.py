@@ -353,3 +353,20 @@ def test_admin_keys_in_key_mode(
     assert (
         httpx.post(proxy.url + "/v1/chat/completions", json=SMALL, headers=admin).status_code == 401
     )
+
+
+def test_metrics_in_key_mode_need_an_admin_key_even_when_none_is_listed(
+    start_proxy: Any, policies_dir: Path
+) -> None:
+    """/metrics names every team: with proxy keys and no admin key listed, nobody reads it
+    (a clear 403) until a policy lists one or says `metrics: public`."""
+    team = f'team: research\nkeys: ["{hash_key(PROXY_KEY)}"]\n'
+    (policies_dir / "research.yaml").write_text(team)
+    proxy = start_proxy()
+    for headers in ({}, {"authorization": f"Bearer {PROXY_KEY}"}):
+        r = httpx.get(proxy.url + "/metrics", headers=headers)
+        assert r.status_code == 403 and "admin_keys" in r.json()["error"]["message"]
+        assert b"research" not in r.content
+    (policies_dir / "research.yaml").write_text(team + "metrics: public\n")
+    public = start_proxy()
+    assert httpx.get(public.url + "/metrics").status_code == 200

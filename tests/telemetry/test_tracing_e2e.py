@@ -150,3 +150,69 @@ def test_without_an_endpoint_nothing_is_traced(proxy: Any, upstream: FakeUpstrea
     httpx.post(proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": [
         {"role": "user", "content": "Hi"}]}, headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})  # fmt: skip
     assert upstream.chat_requests[-1].headers["traceparent"] == f"00-{TRACE_ID}-{PARENT_ID}-01"
+
+
+def test_a_clients_trace_headers_never_reach_the_log_and_models_stay_bounded(
+    start_proxy: Any, upstream: FakeUpstream, receiver: tuple[Receiver, str], monkeypatch: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """50 requests with a malformed `tracestate` and 300 invented model names: nothing of the
+    header is logged, and the exported metrics name the models by Prometheus's bounded
+    labels ("other"), not 300 series."""
+    collector, url = receiver
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "300")
+    proxy = start_proxy(otel=url)
+    state = "x" * 7000 + ",bad key=!!," + "marker-in-tracestate"
+    with httpx.Client(base_url=proxy.url) as http:
+        for k in range(300):
+            http.post("/v1/chat/completions", json={
+                "model": f"invented-{k}", "messages": [{"role": "user", "content": "hi"}],
+            }, headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": state}
+                if k < 50 else {})  # fmt: skip
+    assert not [r for r in caplog.records if "marker-in-tracestate" in r.getMessage()]
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry.trace")]
+    deadline = time.monotonic() + 15
+    names: set[str] = set()
+    while time.monotonic() < deadline and "duration" not in str(collector.metrics.keys()):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    for metric in collector.metrics.get("gen_ai.client.operation.duration", []):
+        for point in metric.histogram.data_points:
+            names |= {a.value.string_value for a in point.attributes
+                      if a.key == "gen_ai.request.model"}  # fmt: skip
+    assert names and len(names) <= 3 and not any(n.startswith("invented-") for n in names)
+
+
+def test_a_hung_collector_neither_delays_a_stop_long_nor_costs_a_usage_row(
+    tmp_path: Path, upstream_url: str
+) -> None:
+    """The OTLP endpoint accepts connections and never answers: on SIGTERM the usage log
+    is closed first (the row is on disk) and each export gives up after its timeout."""
+    import signal
+    import socket
+    import subprocess
+
+    from tests.conftest import free_port
+    from tests.processes import serve_command, wait_ready
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(64)  # accepts, never reads or answers
+    collector = f"http://127.0.0.1:{hung.getsockname()[1]}"
+    (tmp_path / "policies").mkdir()
+    port, log = free_port(), tmp_path / "usage.jsonl"
+    command = serve_command(port, tmp_path / "policies", upstream_url, log, "--otel", collector)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, process)
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 200
+        time.sleep(1.5)  # the span batch is on its way to the hung collector
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)  # it was 26-28 s with the exporter's own retries
+        assert log.read_bytes().count(b"\n") == 1
+    finally:
+        if process.poll() is None:
+            process.kill()
+        hung.close()
