@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
-import orjson
 from litellm.exceptions import ContextWindowExceededError
 from litellm.integrations.custom_logger import CustomLogger
 
@@ -35,7 +35,6 @@ from proxy.usage import UsageRecord
 
 CHAT_CALLS = frozenset(("completion", "acompletion"))
 RESPONSES_CALLS = frozenset(("responses", "aresponses"))
-IN_THREAD_BYTES = 256 * 1024  # a body past this is planned in a worker thread
 # What LiteLLM puts into `data` beside the request itself: never part of what is planned.
 _LITELLM_KEYS = frozenset(("metadata", "litellm_metadata", "proxy_server_request", "secret_fields"))
 
@@ -51,6 +50,9 @@ class ContextProxyHook(CustomLogger):
         self.counter = TokenCounter()
         self.windows = ContextWindows()
         self.usage_log = Path(usage_log) if usage_log else None  # the proxy's rows, if named
+        # One plan at a time per event loop (a lock belongs to the loop it first waits on).
+        self._plan_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._plan_slots = weakref.WeakKeyDictionary()
 
     async def async_log_success_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
@@ -88,10 +90,12 @@ class ContextProxyHook(CustomLogger):
             return data
         policy = self.policy_for(user_api_key_dict)
         body = {k: v for k, v in data.items() if k not in _LITELLM_KEYS}
-        if len(orjson.dumps(body, default=str)) > IN_THREAD_BYTES:
+        # Always in a worker thread, one plan at a time: on LiteLLM's event loop a 256 KB
+        # body stalled every call in flight for ~0.1 s, and measuring a body's size to
+        # choose costs a walk of it too. The hop is ~0.5 ms.
+        loop = asyncio.get_running_loop()
+        async with self._plan_slots.setdefault(loop, asyncio.Lock()):
             planned = await asyncio.to_thread(self.plan, body, policy)
-        else:
-            planned = self.plan(body, policy)
         if planned is None:
             return data
         new_body, outcome = planned

@@ -36,7 +36,7 @@ async def chat_completions(request: Request) -> Response:
         # neither read nor recorded.
         ex.policy = policy = resolve_policy(policies, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, raw)
+        await checked_density(services, policy.team, raw)
         body = parse_chat_body(raw)
         check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True

@@ -26,7 +26,7 @@ from proxy.server.auth import resolve_policy
 from proxy.server.body_limits import check_counts
 from proxy.server.chat_guards import checked_model
 from proxy.server.disconnect import cancel_on_disconnect
-from proxy.server.exchange import Exchange
+from proxy.server.exchange import Exchange, Figures
 from proxy.server.forward_step import failed, traced, upstream_target
 from proxy.server.plan_step import (
     PLAN_INLINE_MAX_BYTES,
@@ -40,7 +40,7 @@ from proxy.server.quota_step import check_quota, expected_use
 from proxy.server.request_body import check_messages_body, encoded, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.summaries import SummaryTarget
-from proxy.tokens import cost_in_text
+from proxy.tokens import ChatTokenizer, cost_in_text
 
 
 async def create_message(request: Request) -> Response:
@@ -56,7 +56,7 @@ async def create_message(request: Request) -> Response:
         if base is None:  # refused before a byte of the body is read
             raise no_anthropic_upstream(policy)
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, raw)
+        await checked_density(services, policy.team, raw)
         body = check_messages_body(parse_model_body(raw))
         check_counts(body["messages"], "messages", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
@@ -65,7 +65,7 @@ async def create_message(request: Request) -> Response:
         tokenizer = await tokenizer_for(services, ex.model, policy, base)
         ex.count_factor = tokenizer.factor
         big = len(raw) > PLAN_INLINE_MAX_BYTES
-        conv = await off_loop(services, to_chat, body) if big else to_chat(body)
+        conv = await off_loop(services, policy.team, to_chat, body) if big else to_chat(body)
         ex.outcome = outcome = await plan(
             services, policy, conv.body, tokenizer, len(raw), None, ex.request_id,
             tags=tag_marks(raw),
@@ -75,7 +75,9 @@ async def create_message(request: Request) -> Response:
         payload = raw
         if outcome.changed or conv.tagged:
             if big:
-                payload = encoded(await off_loop(services, rewritten, body, conv, outcome))
+                payload = encoded(
+                    await off_loop(services, policy.team, rewritten, body, conv, outcome)
+                )
             else:
                 payload = encoded(rewritten(body, conv, outcome))
         target = traced(anthropic_target(services, request.headers, policies, policy), ex)
@@ -105,26 +107,35 @@ def rewritten(body: dict[str, Any], conv: Converted, outcome: PlanOutcome) -> di
 
 async def count_message_tokens(request: Request) -> Response:
     """`POST /v1/messages/count_tokens`, answered locally: `{"input_tokens": N}` by the
-    proxy's own count of the body as it came (what the budget is held to)."""
+    proxy's own count of the body as it came (what the budget is held to). Metered like
+    any request (a usage row, api "count_tokens", the count as its tokens before and
+    after) but charged nothing: nothing goes upstream. A big body is read and counted in
+    the heavy-plan slot, the team's turn among the others'."""
     services: Services = request.app.state.services
     ex = Exchange(services.ids.next())
-    ex.api = "messages"
+    ex.api = "count_tokens"
     try:
-        policy = resolve_policy(services.policies.current, request.headers)
+        ex.policy = policy = resolve_policy(services.policies.current, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, raw)
+        await checked_density(services, policy.team, raw)
         body = check_messages_body(parse_model_body(raw))
         check_counts(body["messages"], "messages", len(raw))
         base = services.settings.anthropic_base(policy) or ""
-        tokenizer = await tokenizer_for(services, checked_model(body), policy, base)
-        conv = to_chat(body)
+        ex.model = checked_model(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy, base)
         if len(raw) > PLAN_INLINE_MAX_BYTES:
-            tokens = await off_loop(services, tokenizer.count_request, conv.body)
+            tokens = await off_loop(services, policy.team, counted, tokenizer, body)
         else:
-            tokens = tokenizer.count_request(conv.body)
+            tokens = counted(tokenizer, body)
     except Exception as exc:
         return as_anthropic(failed(services, ex, exc), ex)
+    ex.figures = Figures(None, None, tokens, tokens, 0, 0, 0, 0)
+    ex.finish(services, 200)
     return responses.plain(200, responses.JSON, orjson.dumps({"input_tokens": tokens}))
+
+
+def counted(tokenizer: ChatTokenizer, body: dict[str, Any]) -> int:
+    return tokenizer.count_request(to_chat(body).body)
 
 
 def anthropic_target(

@@ -50,7 +50,7 @@ async def context_plan(request: Request) -> Response:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, raw)
+        await checked_density(services, policy.team, raw)
         body = parse_model_body(raw)
         conv: Converted | anthropic.Converted | None = None
         if anthropic.is_messages_body(body):
@@ -60,7 +60,7 @@ async def context_plan(request: Request) -> Response:
         elif is_responses_body(body):
             entries = check_counts(check_responses_body(body).get("input"), "input", len(raw))
             big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
-            conv = await off_loop(services, to_chat, body) if big else to_chat(body)
+            conv = await off_loop(services, policy.team, to_chat, body) if big else to_chat(body)
             chat = conv.body
         else:
             chat = check_chat_body(body)
@@ -78,7 +78,7 @@ async def context_plan(request: Request) -> Response:
             fail_open=False, tags=tags,
         )  # fmt: skip
         if plan_in_thread(chat, tokenizer, len(raw), tags):  # a big plan: a big report too
-            answer = await off_loop(services, plan_answer, outcome, body, conv)
+            answer = await off_loop(services, policy.team, plan_answer, outcome, body, conv)
         else:
             answer = plan_answer(outcome, body, conv)
     except ProxyError as exc:

@@ -42,21 +42,24 @@ async def tokenizer_for(
     return await asyncio.to_thread(services.counter.chat_tokenizer, model, policy, upstream)
 
 
-async def off_loop(services: Services, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`fn` in a worker thread, one heavy plan at a time: planning is Python and holds the
-    GIL, so parallel plans gain nothing, and each thread more in line for the GIL delays
-    the event loop (3 at once: /healthz 0.3-0.8 s; one: well under 0.1 s)."""
-    async with services.plan_slots:
+async def off_loop(
+    services: Services, team: str, fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """`fn` in a worker thread, one heavy plan at a time, the teams waiting served in turn
+    (fair_slot.py): planning is Python and holds the GIL, so parallel plans gain nothing,
+    and each thread more in line for the GIL delays the event loop (3 at once: /healthz
+    0.3-0.8 s; one: well under 0.1 s)."""
+    async with services.plan_slots.hold(team):
         return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-async def checked_density(services: Services, raw: bytes) -> None:
+async def checked_density(services: Services, team: str, raw: bytes) -> None:
     """body_limits.check_density, in a worker thread for a big body that needs the exact
     count (a regular expression over every byte: up to ~25 ms per MB)."""
     if not needs_exact_count(raw):
         return
     if len(raw) > PLAN_INLINE_MAX_BYTES:
-        await off_loop(services, check_density, raw)
+        await off_loop(services, team, check_density, raw)
     else:
         check_density(raw)
 
@@ -112,6 +115,7 @@ async def plan(
         if in_thread:
             outcome = await off_loop(
                 services,
+                policy.team,
                 plan_request,
                 body,
                 policy,
@@ -167,7 +171,7 @@ async def record_inclusion(
         log = await inclusion_log(services)
         if in_thread:  # a big request: a big report, built off the event loop
             line = await off_loop(
-                services, lambda: inclusion_line(outcome.report, request_id, team, model)
+                services, team, lambda: inclusion_line(outcome.report, request_id, team, model)
             )
         else:
             line = inclusion_line(outcome.report, request_id, team, model)

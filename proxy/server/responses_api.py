@@ -64,7 +64,7 @@ async def create_response(request: Request) -> Response:
         policies = services.policies.current
         ex.policy = policy = resolve_policy(policies, request.headers)
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, raw)
+        await checked_density(services, policy.team, raw)
         body = check_responses_body(parse_model_body(raw))
         entries = check_counts(body.get("input"), "input", len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
@@ -77,7 +77,7 @@ async def create_response(request: Request) -> Response:
         # INLINE_MAX_ITEMS items and parts it runs in a worker thread, like a big plan, so
         # that the event loop keeps serving.
         big = len(raw) > PLAN_INLINE_MAX_BYTES or entries > INLINE_MAX_ITEMS
-        conv = await off_loop(services, to_chat, body) if big else to_chat(body)
+        conv = await off_loop(services, policy.team, to_chat, body) if big else to_chat(body)
         cached = await services.summaries.lookup(policy, conv.body)
         ex.outcome = outcome = await plan(
             services, policy, conv.body, tokenizer, len(raw), cached, ex.request_id,
@@ -88,7 +88,9 @@ async def create_response(request: Request) -> Response:
         check_quota(services, ex, use)
         if outcome.changed or conv.tagged:
             if big:
-                payload = await off_loop(services, forwarded, services, ex, raw, body, conv)
+                payload = await off_loop(
+                    services, policy.team, forwarded, services, ex, raw, body, conv
+                )
             else:
                 payload = forwarded(services, ex, raw, body, conv)
             outcome = ex.outcome  # unplanned, if writing it back failed

@@ -15,6 +15,7 @@ from proxy.planner import Kept, PlanMemo
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
 from proxy.server.books import Books
+from proxy.server.fair_slot import FairSlot
 from proxy.server.request_ids import RequestIds
 from proxy.server.settings import Settings
 from proxy.server.warmup import warm_tokenizers
@@ -50,7 +51,7 @@ class Services:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     warmed: asyncio.Event = field(default_factory=asyncio.Event)  # tokenizers preloaded
-    plan_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    plan_slots: FairSlot = field(default_factory=FairSlot)
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
     books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -114,3 +115,24 @@ def test_the_proxys_usage_rows_are_written_once_litellm_has_the_answer(tmp_path:
     )
     assert rows[0]["usage_source"] == "upstream" and rows[0]["api"] == "chat"
     assert rows[1]["status"] == 400 and rows[1]["error"] == "ContextWindowExceededError"
+
+
+def test_the_hook_plans_in_a_worker_thread_never_on_litellms_loop(tmp_path: Path) -> None:
+    """Even a small body: measuring one to choose would walk it on the loop too."""
+    hook = ContextProxyHook(tmp_path)
+    threads: list[int] = []
+    planned = hook.plan
+
+    def plan(body: dict[str, Any], policy: Any) -> Any:
+        threads.append(threading.get_ident())
+        return planned(body, policy)
+
+    hook.plan = plan  # type: ignore[method-assign]
+    data = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi " * 60_000}]}
+
+    async def call() -> int:
+        await hook.async_pre_call_hook(None, None, dict(data), "acompletion")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(call())
+    assert threads and threads[0] != loop_thread

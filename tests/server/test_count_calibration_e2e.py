@@ -16,6 +16,7 @@ from proxy.tokens import TokenCounter
 from proxy.tokens.calibration import BAND
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream
+from tests.server.test_proxy_e2e import usage_rows
 
 MODEL = "claude-sonnet-4-6"
 KEYS = {"a": "cp-team-a", "b": "cp-team-b"}
@@ -91,3 +92,12 @@ def test_reports_out_of_reason_move_a_count_no_further_than_the_band(
     low = counted(two_teams, "a")
     assert raw * 1.25 * BAND[0] <= low < high
     assert counted(two_teams, "b") == b_before
+
+
+def test_count_tokens_is_metered_and_charged_nothing(two_teams: RunningProxy) -> None:
+    tokens = counted(two_teams, "a")
+    rows = usage_rows(two_teams, at_least=1)
+    row = rows[-1]
+    assert (row["api"], row["team"], row["status"]) == ("count_tokens", "a", 200)
+    assert row["tokens_before"] == row["tokens_after"] == tokens
+    assert row["total_tokens"] == 0 and not row["cost_usd"]
