@@ -34,6 +34,31 @@ class Booked(Protocol):
     ended: float
 
 
+class Holding(Protocol):
+    """What an exchange holds against hard quotas until it is booked (quota_step.py)."""
+
+    held: int
+    held_micro_usd: int
+    fleet_held: tuple[int, int]
+
+
+def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, int]) -> None:
+    """The exchange's holds let go as it is booked: at once here; in Redis (--state) what
+    it did not use at once, and what it used (tokens, millionths of a dollar) once that
+    usage is in the fleet's counters."""
+    if ex.held:
+        services.quotas.release(team, ex.held)
+        ex.held = 0
+    if ex.held_micro_usd:
+        services.spend.release(team, ex.held_micro_usd)
+        ex.held_micro_usd = 0
+    shared = (services.shared, services.shared_spend)
+    for book, amount, spent in zip(shared, ex.fleet_held, used, strict=True):
+        if book is not None and amount:
+            book.release(team, amount, spent)
+    ex.fleet_held = (0, 0)
+
+
 def after_booking(ex: Booked, services: Services, record: UsageRecord, model_label: str) -> None:
     if (
         ex.count_factor != 1.0

@@ -18,7 +18,7 @@ from proxy.server.disconnect import cancel_on_disconnect
 from proxy.server.exchange import Exchange
 from proxy.server.forward_step import failed, summarize_later, traced, upstream_target
 from proxy.server.plan_step import checked_density, plan, tag_marks, tokenizer_for
-from proxy.server.quota_step import check_quota, expected_use
+from proxy.server.quota_step import check_quota, expected_use, hold_in_fleet
 from proxy.server.request_body import encoded, parse_chat_body, read_body
 from proxy.server.services import Services
 from proxy.tokens import cost_in_text
@@ -51,6 +51,7 @@ async def chat_completions(request: Request) -> Response:
         )
         use = expected_use(outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
         check_quota(services, ex, use)
+        await hold_in_fleet(services, ex)
         payload, client_wants_usage = forwarded_payload(raw, body, outcome, ex.stream)
         target = traced(
             upstream_target(services, request.headers, policies, policy, "/chat/completions"), ex

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proxy.policy.model import MICRO
-from proxy.server.booked import after_booking, charge_spend
+from proxy.server.booked import after_booking, charge_spend, let_go_holds
 from proxy.server.request_ids import new_request_id
 from proxy.server.responses import header_value
 from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES, Cache, billed, policy_model
@@ -93,6 +93,7 @@ class Exchange:
     api: str = "chat"  # "chat" or "responses": which API the client called
     held: int = 0  # tokens held against a hard quota until the request is booked
     held_micro_usd: int = 0  # and millionths of a dollar, against a hard dollar quota
+    fleet_held: tuple[int, int] = (0, 0)  # of those, reserved in Redis (--state): let go there
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)
@@ -190,12 +191,6 @@ class Exchange:
             completion = self.estimated_completion if answered else 0
             source = "estimated"
         total = prompt + completion
-        if self.held:  # what it held gives way to what it used
-            services.quotas.release(team, self.held)
-            self.held = 0
-        if self.held_micro_usd:
-            services.spend.release(team, self.held_micro_usd)
-            self.held_micro_usd = 0
         if total and policy is not None:
             services.quotas.add(team, total)
         quota = (
@@ -217,6 +212,7 @@ class Exchange:
             trim = (tokens_before, tokens_after) if trimmed else None
             cost, saved = billed(prices, (prompt, completion), cache, trim)
         spent = charge_spend(services, policy, team, cost)
+        let_go_holds(self, services, team, (total, round((cost or 0) * MICRO)))  # for the used
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.
         record = UsageRecord(

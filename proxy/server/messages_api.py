@@ -36,7 +36,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
-from proxy.server.quota_step import check_quota, expected_use
+from proxy.server.quota_step import check_quota, expected_use, hold_in_fleet
 from proxy.server.request_body import check_messages_body, encoded, parse_model_body, read_body
 from proxy.server.services import Services
 from proxy.summaries import SummaryTarget
@@ -72,6 +72,7 @@ async def create_message(request: Request) -> Response:
         )  # fmt: skip
         use = expected_use(outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
         check_quota(services, ex, use)
+        await hold_in_fleet(services, ex)
         payload = raw
         if outcome.changed or conv.tagged:
             if big:

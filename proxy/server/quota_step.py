@@ -37,6 +37,47 @@ def check_quota(services: Services, ex: Exchange, use: tuple[int, int] | None = 
         ex.held_micro_usd += hold_micro
 
 
+async def hold_in_fleet(services: Services, ex: Exchange) -> None:
+    """With --state and a hard quota: what the request holds (check_quota) is reserved in
+    Redis against the whole fleet's counts and holds, so that replicas admitting at once
+    cannot each spend the quota. Refused there: a 429, its holds let go. Redis not
+    answering in time: the replica's own check stands (as without shared state)."""
+    policy = ex.policy
+    if policy is None or not policy.quotas.hard_limit or (ex.held, ex.held_micro_usd) == (0, 0):
+        return
+    reserved = [0, 0]
+    dollars = policy.quotas.in_micro_usd()
+    for k, (shared, amount, limits) in enumerate(
+        (
+            (services.shared, ex.held, policy.quotas),
+            (services.shared_spend, ex.held_micro_usd, dollars),
+        )
+    ):
+        if shared is None or amount <= 0:
+            continue
+        daily, monthly = limits.daily_tokens, limits.monthly_tokens
+        if daily is None and monthly is None:
+            continue
+        answer = await shared.reserve(policy.team, amount, daily, monthly)
+        if answer is False:
+            for other, got in zip((services.shared, services.shared_spend), reserved, strict=True):
+                if other is not None and got:
+                    other.release(policy.team, got, 0)
+            services.quotas.release(policy.team, ex.held)
+            services.spend.release(policy.team, ex.held_micro_usd)
+            ex.held = ex.held_micro_usd = 0
+            what = "token quota" if k == 0 else "budget"
+            period = "day" if daily is not None else "month"
+            raise QuotaExceeded(
+                f"Team {policy.team!r} has used its {what}: the requests the whole fleet "
+                "has served and holds for those in flight reach it.",
+                seconds_until_reset(period),
+            )
+        if answer:
+            reserved[k] = amount
+    ex.fleet_held = (reserved[0], reserved[1])
+
+
 def check_tokens(services: Services, ex: Exchange, expected: int) -> None:
     assert ex.policy is not None
     quotas, team, book = ex.policy.quotas, ex.policy.team, services.quotas

@@ -37,7 +37,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
-from proxy.server.quota_step import check_quota, expected_use
+from proxy.server.quota_step import check_quota, expected_use, hold_in_fleet
 from proxy.server.request_body import (
     check_responses_body,
     encoded,
@@ -86,6 +86,7 @@ async def create_response(request: Request) -> Response:
         note_previous(body, outcome)
         use = expected_use(outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
         check_quota(services, ex, use)
+        await hold_in_fleet(services, ex)
         if outcome.changed or conv.tagged:
             if big:
                 payload = await off_loop(

@@ -45,6 +45,7 @@ class Services:
     metrics: Metrics
     summaries: Summarizer
     shared: SharedState | None = None  # with --state: quotas and summaries in Redis
+    shared_spend: SharedState | None = None  # and the dollar quotas' spend
     inclusion: InclusionLog | None = None  # with --inclusion-log: ids in and out, per request
     # What planning keeps between requests: history words, conversations' step plans.
     kept: Kept = field(default_factory=lambda: Kept(TermIndex(), PlanMemo()))
@@ -127,6 +128,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             prices=windows.prices,
         ),
         shared=shared,
+        shared_spend=shared_spend,
         inclusion=inclusion,
     )
     if shared is not None:

@@ -24,6 +24,17 @@ from typing import Any
 from redis.asyncio import Redis
 
 from proxy.state.calibration_share import share_calibration
+from proxy.state.counter_keys import (
+    HOLD_TTL_S,
+    PREFIX,
+    RESERVE_SCRIPT,
+    RESERVE_TIMEOUT_S,
+    day_end,
+    day_key,
+    hold_key,
+    month_end,
+    month_key,
+)
 from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
 from proxy.summaries import SummaryStore, open_store
 from proxy.tokens import TokenCounter
@@ -36,7 +47,6 @@ SYNC_INTERVAL_S = 0.5
 PERIOD_MARGIN = timedelta(days=2)  # counters outlive their period, for late records and skew
 MARKER_TTL_S = 7 * 24 * 3600
 FINAL_SYNC_S = 3.0  # at shutdown
-PREFIX = "cp:quota:"
 SPEND_PREFIX = "cp:spend:"  # dollar quotas' counters, in millionths of a dollar
 
 # One atomic step per sync. KEYS: [1] this replica's last applied batch number, [2] the set
@@ -66,27 +76,13 @@ return {values, redis.call('SMEMBERS', KEYS[2])}
 """
 
 
-def day_key(team: str, day: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}{team}:d:{day}"
-
-
-def month_key(team: str, month: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}{team}:m:{month}"
-
-
-def day_end(day: str) -> datetime:
-    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC) + timedelta(days=1)
-
-
-def month_end(month: str) -> datetime:
-    start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
-    return (start + timedelta(days=32)).replace(day=1)
-
-
 @dataclass(slots=True)
 class _Batch:
     seq: int
     tokens: dict[tuple[str, str], int]  # (team, day) -> tokens
+    # Holds of requests booked before `tokens` was taken: let go in Redis once their usage
+    # is in the counters (never before, so that the fleet never counts a request as neither).
+    releases: dict[str, int]
 
 
 class SharedState:
@@ -114,6 +110,9 @@ class SharedState:
         self._seen: dict[str, int] = {}  # counter key -> last total read (this period only)
         self._lock = asyncio.Lock()
         self._apply = client.register_script(_APPLY)
+        self._reserve = client.register_script(RESERVE_SCRIPT)
+        self._releases: dict[str, int] = {}  # team -> reserved holds of booked requests
+        self._let_go_now: dict[str, int] = {}  # team -> what those held beyond their usage
         self._summaries = RedisSummaryStore(client, self.health)
         self.counter: TokenCounter | None = None  # set once the services have one
         quotas.share()
@@ -192,6 +191,39 @@ class SharedState:
                     log.exception("shared state: sharing the count calibration failed")
             return True
 
+    async def reserve(
+        self, team: str, amount: int, daily: int | None, monthly: int | None
+    ) -> bool | None:
+        """Hold `amount` in the fleet's holds for `team` unless its counts and holds reach
+        a limit: True held, False refused; None when Redis did not answer in time (the
+        replica's own check stands, as with no shared state)."""
+        now = self._clock()
+        keys = [
+            day_key(team, now.strftime("%Y-%m-%d"), self.prefix),
+            month_key(team, now.strftime("%Y-%m"), self.prefix),
+            hold_key(team, self.prefix),
+        ]
+        let_go = self._let_go_now.pop(team, 0)
+        args = [-1 if daily is None else daily, -1 if monthly is None else monthly]
+        args += [amount, HOLD_TTL_S, let_go]
+        try:
+            answer = await asyncio.wait_for(self._reserve(keys=keys, args=args), RESERVE_TIMEOUT_S)
+        except FAILURES as exc:  # TimeoutError among them
+            if let_go:  # not known to be let go: with the next sync, then
+                self._let_go_now[team] = self._let_go_now.get(team, 0) + let_go
+            self.health.failed("quota reserve", exc, self._unsent())
+            return None
+        return bool(answer)
+
+    def release(self, team: str, amount: int, used: int) -> None:
+        """A booked request's reserved hold of `amount`, of which it used `used`: the part
+        it did not use is let go at once (with the team's next reserve, or the next sync);
+        the part it used only with the sync that puts that usage in the counters."""
+        kept = min(max(used, 0), amount)
+        self._releases[team] = self._releases.get(team, 0) + kept
+        if amount > kept:
+            self._let_go_now[team] = self._let_go_now.get(team, 0) + amount - kept
+
     def _unsent(self) -> int:
         held = sum(self._batch.tokens.values()) if self._batch else 0
         return held + self.quotas.unsent()
@@ -202,10 +234,12 @@ class SharedState:
         today, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
         retried = self._batch is not None
         if self._batch is None:
-            taken = self.quotas.take_pending()
-            if taken:
+            # Together, with no await between: every release taken has its usage taken.
+            taken, releases = self.quotas.take_pending(), self._releases
+            self._releases = {}
+            if taken or releases:
                 self._seq += 1
-                self._batch = _Batch(self._seq, taken)
+                self._batch = _Batch(self._seq, taken, releases)
         batch = self._batch
         counters: dict[str, list[int]] = {}  # key -> [delta, expire-at]
         known = set(self.quotas.teams())  # as of now: teams added during the await wait a round
@@ -226,6 +260,21 @@ class SharedState:
             args += [delta, self._seen.get(key, 0), at]
         keys = [f"{self.prefix}applied:{self._replica}", teams_key, *counters]
         reply: list[Any] = await self._apply(keys=keys, args=args)
+        let_go, self._let_go_now = self._let_go_now, {}
+        if batch is not None:  # the usage is in: the holds it was under may go too
+            for team, amount in batch.releases.items():
+                let_go[team] = let_go.get(team, 0) + amount
+            batch.releases = {}
+        if let_go:
+            pipe = self.client.pipeline(transaction=True)  # all of them, or none
+            for team, amount in let_go.items():
+                pipe.decrby(hold_key(team, self.prefix), amount)
+            try:
+                await pipe.execute()
+            except BaseException:
+                for team, amount in let_go.items():  # next round
+                    self._let_go_now[team] = self._let_go_now.get(team, 0) + amount
+                raise
         self._batch = None  # acknowledged: applied exactly once
         # Floors for the next round: what Redis holds now, our batch included.
         self._seen = totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}

@@ -219,3 +219,43 @@ def test_the_deploy_examples_configure_shared_state_and_valid_policies(tmp_path:
     for name, text in kinds["ConfigMap", "context-proxy-policies"]["data"].items():
         (tmp_path / name).write_text(text)
     load_policy_dir(str(tmp_path))  # raises PolicyError with file:line on a bad policy
+
+
+@pytest.mark.parametrize(
+    ("quota", "charged"),
+    [("daily_tokens: 5000", "total_tokens"), ("daily_usd: 0.05", "cost_usd")],
+)
+def test_sixty_requests_at_once_through_two_replicas_overshoot_by_one_request_at_most(
+    tmp_path: Path, replica: Launch, upstream: FakeUpstream, quota: str, charged: str
+) -> None:
+    """Each admitted request reserves its prompt and answer limit in Redis against the
+    fleet's counts and holds: two replicas admitting at once cannot each spend the quota
+    (each admitted a whole one when holds were the replica's own)."""
+    import asyncio
+
+    import orjson
+
+    folder = policies(tmp_path, f"quotas: {{{quota}, hard_limit: true}}\n")
+    urls = [replica(folder), replica(folder)]
+    upstream.mode, upstream.delay_s = "sized_usage", 0.5
+    body = {"model": "gpt-4o", "max_tokens": 1000,
+            "messages": [{"role": "user", "content": "lorem " * 800}]}  # fmt: skip
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as http:
+            answers = await asyncio.gather(*(
+                http.post(urls[k % 2] + "/v1/chat/completions", json=body) for k in range(60)
+            ))  # fmt: skip
+            return [a.status_code for a in answers]
+
+    statuses = asyncio.run(burst())
+    assert statuses.count(200) >= 1 and statuses.count(429) >= 40, statuses
+
+    def rows() -> list[dict[str, object]]:
+        lines = b"".join(p.read_bytes() for p in tmp_path.glob("usage-*.jsonl"))
+        return [orjson.loads(line) for line in lines.splitlines() if line]
+
+    until(lambda: len(rows()) == 60, "every request's row")
+    spent = [float(r[charged] or 0) for r in rows() if r["status"] == 200]  # type: ignore[arg-type]
+    limit = 5000 if charged == "total_tokens" else 0.05
+    assert sum(spent) <= limit + max(spent), (sum(spent), len(spent))
