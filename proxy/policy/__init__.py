@@ -5,12 +5,12 @@ from proxy.policy.model import (
     DEFAULT_SECTIONS,
     ModelPolicy,
     Policy,
-    PolicySet,
     QuotaPolicy,
     SectionPolicy,
     SummaryPolicy,
     ThresholdPolicy,
 )
+from proxy.policy.policy_set import PolicySet
 from proxy.policy.store import PolicyStore
 
 __all__ = [

@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 
 from proxy.policy.keys import SPECIAL, TOP_LEVEL, build_policy
-from proxy.policy.model import Policy, PolicySet
+from proxy.policy.model import Policy
+from proxy.policy.policy_set import PolicySet
 from proxy.policy.schema import Problems, check_mapping
 
 BUILT_IN_SOURCE = "<built-in default>"

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from proxy.policy.load import PolicyError, load_policy_dir, load_policy_texts, read_policy_dir
-from proxy.policy.model import PolicySet
+from proxy.policy.policy_set import PolicySet
 
 log = logging.getLogger("context_proxy.policy")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import Unauthorized
-from proxy.policy.model import Policy, PolicySet, UpstreamPolicy, hash_key
+from proxy.policy.model import Policy, UpstreamPolicy, hash_key
+from proxy.policy.policy_set import PolicySet
 from proxy.server.auth import bearer_token, resolve_policy, upstream_authorization
 from proxy.server.settings import Settings, SettingsError
 
