@@ -212,3 +212,19 @@ def test_serve_applies_the_head_timeout_flag(tmp_path: Path, upstream_url: str) 
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
+
+
+def test_plan_reads_no_more_than_the_server_would(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan /dev/zero` used to read without end; now the server's body limit bounds it."""
+    assert main(["plan", "/dev/zero"]) == 1
+    assert "larger than 32 MB" in capsys.readouterr().err
+
+
+def test_plan_on_bad_json_says_so_without_a_status_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["plan", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("context-proxy plan: ") and "400" not in err

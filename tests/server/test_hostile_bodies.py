@@ -232,3 +232,27 @@ def test_parts_are_bounded_by_the_body_size(proxy: RunningProxy, upstream: FakeU
     assert "28,000 content parts" in error["message"]
     fewer = b'{"model":"gpt-4o","input":[{"role":"user","content":[' + b",".join([part] * 3000)
     assert post(proxy, "/v1/responses", fewer + b"]}]}").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/context/plan"])
+def test_an_old_tool_result_of_deep_json_is_planned_not_a_failure(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, path: str
+) -> None:
+    """An agent loop over budget whose old tool result holds JSON 400 deep (past what
+    orjson writes, within what it reads): compaction leaves that result as it came and the
+    plan goes on; before, the plan raised (a 500 from the plan route, and the chat request
+    forwarded untrimmed on every later turn)."""
+    (policies_dir / "default.yaml").write_text("models:\n  gpt-4o: {context_window: 3000}\n")
+    proxy = start_proxy()
+    deep = "[" * 400 + "1" + "]" * 400
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the build."}]
+    for k in range(12):
+        call = {"id": f"c{k}", "type": "function",
+                "function": {"name": "run", "arguments": "{}"}}  # fmt: skip
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        output = deep if k == 0 else f"log {k}: " + "word " * 300
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": output})
+    r = httpx.post(proxy.url + path, json={"model": "gpt-4o", "messages": messages}, timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    sent = upstream.last.json() if path != "/v1/context/plan" else r.json()["request"]
+    assert len(orjson.dumps(sent)) < len(orjson.dumps(messages))  # trimmed to fit
