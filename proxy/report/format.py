@@ -13,7 +13,8 @@ import orjson
 # fmt: off
 COLUMNS = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
-    "trimmed_share", "tokens_removed", "warnings", "critical", "p50_ms", "p95_ms",
+    "trimmed_share", "tokens_removed", "refused", "refused_tokens", "warnings", "critical",
+    "p50_ms", "p95_ms",
     "cached_tokens", "cached_share", "cost_usd", "saved_usd",
 )
 # fmt: on

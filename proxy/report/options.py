@@ -53,3 +53,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="fmt", choices=("table", "csv", "json"), default="table")
     parser.add_argument("--html", metavar="OUT.html", help="also write a dashboard page")
     parser.add_argument("--out", "-o", metavar="FILE", help="write the table here, not stdout")
+    parser.add_argument(
+        "--policies",
+        metavar="DIR",
+        help="the policy folder whose teams' thresholds the dashboard marks (default: "
+        "$CONTEXT_PROXY_POLICIES, else ./policies when it exists; else 0.80/0.90)",
+    )

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from proxy.report.html import CRIT, MT, PALETTE, WARN, W, axis_titles, human
+from proxy.report.html import MT, W, axis_titles, human
 from proxy.report.tally import Tally
+from proxy.report.team_colours import DEFAULT_THRESHOLDS, PALETTE, TeamColours
 
 LEFT, RIGHT, ROW = 200, 110, 26.0  # name column, value labels, bar row height
 TOP_KINDS = 9  # coloured error kinds; the rest are summed as "other"
@@ -30,8 +31,14 @@ def _name(text: str) -> str:
     return escape(text if len(text) <= 26 else text[:25] + "…")
 
 
-def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per team two bars, its newest day and that month: peak used / limit, by level."""
+def quota_chart(
+    rows: Sequence[Mapping[str, Any]],
+    thresholds: Mapping[str, tuple[float, float]] | None = None,
+    colours: TeamColours | None = None,
+) -> str:
+    """Per team two bars, its newest day and that month: peak used / limit, coloured by
+    level; on each bar's row the team's own warning and critical marks, and the team's
+    colour as a swatch before its name."""
     title = "Quota used vs limit per team (newest day and its month; tokens and dollars)"
     if not rows:
         return no_data_chart("chart-quota", title, "no quota limits recorded in this log")
@@ -43,22 +50,34 @@ def quota_chart(rows: Sequence[Mapping[str, Any]]) -> str:
         y, share = MT + i * ROW, float(r["share"])
         width = max(share * scale, 1.0)
         label = f"{r['team']} · {_period(r)}"
+        team = str(r["team"])
+        swatch = colours.colour(colours.name(team)) if colours is not None else PALETTE[0]
         body.append(
             f'<text x="{LEFT - 8}" y="{y + ROW * 0.65:.1f}" text-anchor="end">{_name(label)}</text>'
+            f'<rect class="swatch" x="4" y="{y + ROW * 0.3:.1f}" width="10" height="10" '
+            f'fill="{swatch}" data-team="{escape(team)}"/>'
             f'<rect class="bar" x="{LEFT}" y="{y + ROW * 0.15:.1f}" width="{width:.1f}" '
             f'height="{ROW * 0.7:.1f}" fill="{LEVEL_COLOUR.get(r["level"], PALETTE[0])}">'
             f"<title>{escape(label)} {escape(r['when'])}: {_amount(r, 'used')} of "
             f"{_amount(r, 'limit')} ({escape(r['level'])})</title></rect>"
             f'<text x="{LEFT + width + 6:.1f}" y="{y + ROW * 0.65:.1f}">{share:.0%}</text>'
         )
+        warning, critical = (thresholds or {}).get(team, DEFAULT_THRESHOLDS)
+        for value, level in ((warning, "warning"), (critical, "critical")):
+            x = LEFT + value * scale
+            body.append(
+                f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="{y + 1:.1f}" '
+                f'y2="{y + ROW - 1:.1f}" stroke="{LEVEL_COLOUR[level]}" stroke-width="2.5" '
+                f'data-team="{escape(team)}" data-level="{level}" data-value="{value:.2f}">'
+                f"<title>{escape(team)} {level} at {value:.0%}</title></line>"
+            )
     bottom = MT + ROW * len(rows)
-    for value in (WARN, CRIT, 1.0):
-        x = LEFT + value * scale
-        body.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{bottom:.1f}" stroke="#333" '
-            f'stroke-dasharray="4 3"/><text x="{x:.1f}" y="{bottom + 16:.1f}" '
-            f'text-anchor="middle">{value:.0%}</text>'
-        )
+    x = LEFT + scale  # the limit itself
+    body.append(
+        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{bottom:.1f}" stroke="#333" '
+        f'stroke-dasharray="4 3"/><text x="{x:.1f}" y="{bottom + 16:.1f}" '
+        'text-anchor="middle">100%</text>'
+    )
     return svg_frame("chart-quota", title, body, height)
 
 
@@ -74,7 +93,9 @@ def _amount(row: Mapping[str, Any], key: str) -> str:
 
 
 def dollars(v: float) -> str:
-    """$1,234 / $12.35 / $0.0123: three significant digits below a dollar."""
+    """$1,234 / $12.35 / $0.0123 / -$0.50: three significant digits below a dollar."""
+    if v < 0:
+        return "-" + dollars(-v)
     if v >= 100:
         return f"${v:,.0f}"
     return f"${v:,.2f}" if v >= 1 else f"${v:.3g}"
@@ -154,7 +175,11 @@ def _errors_table(errors: Mapping[str, Mapping[str, int]], kinds: list[str]) -> 
     )
 
 
-def render(tally: Tally) -> str:
+def render(
+    tally: Tally,
+    thresholds: Mapping[str, tuple[float, float]] | None = None,
+    colours: TeamColours | None = None,
+) -> str:
     """Both panels as HTML sections for the dashboard page."""
     rows = tally.quota_rows()
     chart, kinds = errors_chart(tally.errors)
@@ -163,7 +188,10 @@ def render(tally: Tally) -> str:
         for j, k in enumerate(kinds)
     )
     return (
-        f"<h2>Quota</h2>{quota_chart(rows)}{_quota_table(rows) if rows else ''}"
+        '<h2>Quota</h2><div class="sub">On each bar, the team\'s own warning (orange) and '
+        "critical (red) thresholds.</div>"
+        f"{quota_chart(rows, thresholds, colours)}"
+        f"{_quota_table(rows) if rows else ''}"
         f'<h2>Errors by kind</h2><div class="legend">{legend}</div>{chart}'
         f"{_errors_table(tally.errors, kinds) if kinds else ''}"
     )

@@ -6,21 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from proxy.report.html import (
-    MB,
-    ML,
-    MR,
-    MT,
-    PALETTE,
-    TOP_TEAMS,
-    H,
-    W,
-    axis_titles,
-    stacked_per_day,
-    y_grid,
-)
+from proxy.report.day_charts import stacked_per_day
+from proxy.report.html import MB, ML, MR, MT, H, W, axis_titles, y_grid
 from proxy.report.panels import dollars, no_data_chart, svg_frame
 from proxy.report.tally import Spend
+from proxy.report.team_colours import TeamColours
 
 
 def _by_team(spend: Mapping[tuple[str, str], Spend]) -> dict[str, Spend]:
@@ -32,24 +22,25 @@ def _by_team(spend: Mapping[tuple[str, str], Spend]) -> dict[str, Spend]:
     return teams
 
 
-def cache_chart(spend: Mapping[tuple[str, str], Spend]) -> tuple[str, list[str]]:
+def cache_chart(
+    spend: Mapping[tuple[str, str], Spend], colours: TeamColours
+) -> tuple[str, list[str]]:
     """One line per team: cached / prompt tokens per UTC day. (svg, legend teams)"""
     title = "Share of prompt tokens served from the provider's cache, per team and day"
     teams = _by_team(spend)
     if not any(s.cached for s in teams.values()):
         return no_data_chart("chart-cache", title, "no cached tokens reported in this log"), []
-    ranked = sorted(teams, key=lambda t: (-teams[t].prompt, t))
-    shown = ranked[:TOP_TEAMS] + (["other"] if len(ranked) > TOP_TEAMS else [])
+    shown = colours.order(colours.name(t) for t, s in teams.items() if s.prompt)
     days = sorted({day for _, day in spend})
     series: dict[str, dict[str, Spend]] = {}
     for (team, day), s in spend.items():
-        name = team if team in shown[:TOP_TEAMS] else "other"
+        name = colours.name(team)
         cell = series.setdefault(name, {}).setdefault(day, Spend())
         cell.prompt, cell.cached = cell.prompt + s.prompt, cell.cached + s.cached
     slot = (W - ML - MR) / len(days)
     body = y_grid(1.0, lambda v: f"{v:.0%}")
-    for j, team in enumerate(shown):
-        colour, points = PALETTE[j % len(PALETTE)], []
+    for team in shown:
+        colour, points = colours.colour(team), []
         for i, day in enumerate(days):
             point = series.get(team, {}).get(day)
             if point is None or point.prompt <= 0:
@@ -58,7 +49,8 @@ def cache_chart(spend: Mapping[tuple[str, str], Spend]) -> tuple[str, list[str]]
             x, y = ML + (i + 0.5) * slot, H - MB - (H - MT - MB) * share
             points.append(f"{x:.1f},{y:.1f}")
             body.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'
+                f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}" '
+                f'data-team="{escape(team)}">'
                 f"<title>{escape(day)} {escape(team)}: {share:.1%} of {point.prompt:,} prompt "
                 f"tokens from cache</title></circle>"
             )
@@ -90,8 +82,11 @@ def _cache_table(teams: Mapping[str, Spend]) -> str:
     return f'<table id="cache"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
-def cost_charts(spend: Mapping[tuple[str, str], Spend]) -> tuple[str, list[str]]:
-    """Stacked bars per day by team: estimated cost, then what trimming saved."""
+def cost_charts(
+    spend: Mapping[tuple[str, str], Spend], colours: TeamColours
+) -> tuple[str, list[str]]:
+    """Stacked bars per day by team: estimated cost, then what trimming saved (below the
+    zero line where trimming cost more than it saved: cache writes a cut caused)."""
     priced = [(key, s) for key, s in spend.items() if s.priced]
     if not priced:
         title = "Estimated cost per team and day"
@@ -102,14 +97,15 @@ def cost_charts(spend: Mapping[tuple[str, str], Spend]) -> tuple[str, list[str]]
         cost.setdefault(day, {})[team] = s.cost
         saved.setdefault(day, {})[team] = s.saved
     cost_svg, teams = stacked_per_day(
-        "chart-cost", "Estimated cost per team and day (litellm's bundled prices)", cost,
-        "estimated cost (USD)", dollars, dollars,
+        "chart-cost", "Estimated cost per team and day (as billed, at litellm's bundled prices)",
+        cost, "estimated cost (USD)", dollars, dollars, colours,
     )  # fmt: skip
-    saved_svg, _ = stacked_per_day(
-        "chart-saved", "What trimming saved per team and day (removed tokens at the input price)",
-        saved, "saved by trimming (USD)", dollars, dollars,
+    saved_svg, more = stacked_per_day(
+        "chart-saved", "What trimming saved per team and day: the untrimmed request's cost less "
+        "the sent one's, at the cache shares reported (below zero: trimming cost more)",
+        saved, "saved by trimming (USD)", dollars, dollars, colours,
     )  # fmt: skip
-    return cost_svg + saved_svg, teams
+    return cost_svg + saved_svg, colours.order({*teams, *more})
 
 
 def _cost_table(teams: Mapping[str, Spend]) -> str:
@@ -128,22 +124,17 @@ def _cost_table(teams: Mapping[str, Spend]) -> str:
     return f'<table id="cost"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def _legend(teams: list[str]) -> str:
-    return '<div class="legend">' + "".join(
-        f'<span><i style="background:{PALETTE[j % len(PALETTE)]}"></i>{escape(t)}</span>'
-        for j, t in enumerate(teams)
-    ) + "</div>"  # fmt: skip
-
-
-def render(spend: Mapping[tuple[str, str], Spend]) -> str:
+def render(spend: Mapping[tuple[str, str], Spend], colours: TeamColours | None = None) -> str:
     """Both panels as HTML sections for the dashboard page."""
     teams = _by_team(spend)
-    cache_svg, cache_teams = cache_chart(spend)
-    cost_svg, cost_teams = cost_charts(spend)
+    if colours is None:
+        colours = TeamColours.ranked({t: s.prompt for t, s in teams.items()})
+    cache_svg, cache_teams = cache_chart(spend, colours)
+    cost_svg, cost_teams = cost_charts(spend, colours)
     cached = sum(s.cached for s in teams.values())
     return (
-        f"<h2>Prompt cache</h2>{_legend(cache_teams)}{cache_svg}"
+        f"<h2>Prompt cache</h2>{colours.legend(cache_teams) if cache_teams else ''}{cache_svg}"
         f"{_cache_table(teams) if cached else ''}"
-        f"<h2>Cost and savings</h2>{_legend(cost_teams)}{cost_svg}"
+        f"<h2>Cost and savings</h2>{colours.legend(cost_teams) if cost_teams else ''}{cost_svg}"
         f"{_cost_table(teams) if cost_teams else ''}"
     )

@@ -12,14 +12,11 @@ from typing import Any, TextIO
 
 import orjson
 
-from proxy.report import html as report_html
-from proxy.report import sources
+from proxy.report import dashboard, sources
 from proxy.report.format import format_csv, format_json, format_table
 from proxy.report.options import GROUP_KEYS, add_report_arguments, parse_since
 
 __all__ = ["GROUP_KEYS", "add_report_arguments", "aggregate", "parse_since", "report_main", "run"]
-from proxy.report.panels import render as render_panels
-from proxy.report.spend_panels import render as render_spend
 from proxy.report.tally import Tally, error_kind, quota_readings
 from proxy.report.tally import amount_field as _amount
 from proxy.report.tally import count_field as _count
@@ -30,7 +27,8 @@ UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 
 # fmt: off
 _SUMMED = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
-    "tokens_removed", "warnings", "critical", "cached_tokens", "priced", "cost_usd", "saved_usd",
+    "tokens_removed", "refused", "refused_tokens", "warnings", "critical", "cached_tokens",
+    "priced", "cost_usd", "saved_usd",
 )
 # fmt: on
 
@@ -42,8 +40,10 @@ class GroupStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    trimmed: int = 0
-    tokens_removed: int = 0
+    trimmed: int = 0  # requests sent upstream trimmed (a refused one was never sent)
+    tokens_removed: int = 0  # from the requests sent
+    refused: int = 0  # refused by the proxy because they could not fit (never sent)
+    refused_tokens: int = 0  # their tokens before trimming
     warnings: int = 0  # rows at level warning
     critical: int = 0  # rows at level critical
     cached_tokens: int = 0  # prompt tokens the upstream served from its cache
@@ -63,6 +63,8 @@ class GroupStats:
             "trimmed": self.trimmed,
             "trimmed_share": round(self.trimmed / self.requests, 4) if self.requests else 0.0,
             "tokens_removed": self.tokens_removed,
+            "refused": self.refused,
+            "refused_tokens": self.refused_tokens,
             "warnings": self.warnings,
             "critical": self.critical,
             "p50_ms": percentile(ordered, 0.50),
@@ -136,12 +138,18 @@ def aggregate(
             total = _count(rec.get("total_tokens"))
             prompt = _count(rec.get("prompt_tokens"))
             completion = _count(rec.get("completion_tokens"))
-            removed = _count(rec.get("tokens_before")) - _count(rec.get("tokens_after"))
+            before = _count(rec.get("tokens_before"))
+            removed = before - _count(rec.get("tokens_after"))
             cached = _count(rec.get("cached_tokens"))
             cost, saved = rec.get("cost_usd"), rec.get("saved_usd")
             cost, saved = (None, 0.0) if cost is None else (_amount(cost), _amount(saved or 0.0))
             status = _count(rec.get("status"))
             error = status >= 400 or rec.get("error") is not None
+            # Sent: it reached the upstream (a time there, or an answer). Only what was sent
+            # can have been trimmed or saved anything; one refused for length is apart.
+            sent = rec.get("upstream_ms") is not None or not error
+            refused = not sent and rec.get("error") in REFUSED_FOR_LENGTH
+            saved = saved if sent else 0.0  # never sent: it saved nothing
             latency = _amount(rec.get("latency_ms") or 0.0)
             util_given = rec.get("utilization")
             util = None if util_given is None else _amount(util_given)
@@ -162,7 +170,7 @@ def aggregate(
         stats.prompt_tokens += prompt
         stats.completion_tokens += completion
         stats.total_tokens += total
-        if (
+        if sent and (
             removed > 0
             or rec.get("dropped")
             or rec.get("truncated")
@@ -171,6 +179,9 @@ def aggregate(
         ):
             stats.trimmed += 1
             stats.tokens_removed += max(removed, 0)
+        if refused:
+            stats.refused += 1
+            stats.refused_tokens += before
         stats.warnings += level == "warning"  # apart: a critical row is not also a warning
         stats.critical += level == "critical"
         stats.latencies.append(latency)
@@ -196,6 +207,8 @@ def aggregate(
 
 
 _LEVELS = (None, "normal", "warning", "critical")
+# The proxy's refusals of a request that cannot fit (usage rows' `error`).
+REFUSED_FOR_LENGTH = frozenset({"context_length_exceeded"})
 FAILED = "(failed requests)"
 
 
@@ -220,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.fmt,
         out=args.out,
         until=args.until,
+        policies=args.policies,
     )
 
 
@@ -233,6 +247,7 @@ def report_main(
     out: str | None = None,
     until: str | None = None,
     stdout: TextIO | None = None,
+    policies: str | None = None,
 ) -> int:
     """Print totals per group of the logs `path` names (paths, globs, .gz: sources.py);
     0 on success, 1 if one is unreadable or a glob matches nothing."""
@@ -262,18 +277,8 @@ def report_main(
     else:
         stdout.write(text)
     if html:
-        page = report_html.render_page(
-            source=", ".join(paths),
-            by=agg.by,
-            rows=rows,
-            total=total,
-            day_team_tokens=agg.day_team_tokens,
-            util_hist=agg.util_hist,
-            util_bin=UTIL_BIN,
-            util_max=agg.util_max,
-            model_tokens=agg.model_tokens,
-            panels=render_panels(agg.tally) + render_spend(agg.tally.spend),
-        )
+        thresholds = dashboard.team_thresholds(policies)
+        page = dashboard.render_page(agg, ", ".join(paths), rows, total, thresholds, UTIL_BIN)
         with open(html, "w", encoding="utf-8") as f:
             f.write(page)
         print(f"context-proxy report: wrote {html}", file=sys.stderr)

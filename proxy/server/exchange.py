@@ -108,8 +108,10 @@ class Exchange:
     @property
     def level(self) -> Level:
         o = self.outcome if self.outcome is not None else self.figures  # before / after finish
-        if self.policy is None or o is None or not o.budget:
+        if self.policy is None or o is None or o.budget is None:
             return Level.NORMAL
+        if o.budget <= 0:  # no room at all (an answer limit that fills the window): refused
+            return Level.CRITICAL if o.tokens_before > 0 else Level.NORMAL
         return level_for(o.tokens_before / o.budget, self.policy.thresholds)
 
     def context_headers(self) -> list[tuple[bytes, bytes]]:
@@ -193,11 +195,8 @@ class Exchange:
         total = prompt + completion
         if total and policy is not None:
             services.quotas.add(team, total)
-        quota = (
-            services.quotas.status(team, policy.quotas, policy.thresholds)
-            if policy is not None
-            else None
-        )
+        book = services.quotas
+        quota = book.status(team, policy.quotas, policy.thresholds) if policy else None
         budget = o.budget if o else None
         utilization = (o.tokens_before / budget) if (o and budget) else None
         level, tokens_before = self.level, o.tokens_before if o else 0

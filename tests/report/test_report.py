@@ -78,11 +78,19 @@ def make_log(path: Path, n: int, seed: int = 7, garbage: bool = True) -> list[di
             )
             # Cache and cost figures, derived without drawing from `rnd` (so the other
             # fields are the same as before they were added).
+            if status != 429:  # reached the upstream (a 502 is the upstream's failure)
+                rec.upstream_ms = round(rec.latency_ms * 0.9, 3)
+            if i % 53 == 7:  # refused for length: never sent, nothing trimmed or saved
+                rec.status, rec.error, rec.upstream_ms = 400, "context_length_exceeded", None
+                rec.tokens_after = rec.prompt_tokens = rec.completion_tokens = 0
+                rec.total_tokens, rec.level = 0, Level.CRITICAL
             price = PRICES.get(rec.model)
             rec.cached_tokens = (after // 256) * 128 if status == 200 and i % 3 else None
             if price is not None:
                 rec.cost_usd = request_cost(price, after, rec.cached_tokens, completion)
                 rec.saved_usd = trim_savings(price, before, after, after, rec.cached_tokens)
+                if rec.upstream_ms is None:  # never sent: it cost and saved nothing
+                    rec.cost_usd = rec.saved_usd = 0.0
             f.write(rec.to_json_line())
             recs.append(orjson.loads(rec.to_json_line()))
             if garbage and i % 97 == 0:
@@ -107,8 +115,13 @@ def brute(recs: list[dict[str, Any]], by: list[str]) -> dict[tuple[str, ...], di
             g[k] += r[k]
         removed = r["tokens_before"] - r["tokens_after"]
         trimmed = removed > 0 or r["dropped"] or r["truncated"] or r["deduped"] or r["summarized"]
-        g["trimmed"] += bool(trimmed)
-        g["tokens_removed"] += max(removed, 0)
+        sent = r["upstream_ms"] is not None or r["status"] < 400
+        g["trimmed"] += bool(trimmed) and sent
+        g["tokens_removed"] += max(removed, 0) if sent else 0
+        refused = not sent and r["error"] == "context_length_exceeded"
+        g["refused"] += refused
+        g["refused_tokens"] += r["tokens_before"] if refused else 0
+        g["saved_usd"] += (r["saved_usd"] or 0.0) if sent and r["cost_usd"] is not None else 0.0
         g["warnings"] += r["level"] == "warning"
         g["critical"] += r["level"] == "critical"
         g["lat"].append(r["latency_ms"])
@@ -129,8 +142,10 @@ def test_totals_equal_sums_over_the_log(tmp_path: Path, by: list[str]) -> None:
     for row in rows:
         e = expected[tuple(row[k] for k in by)]
         for k in ("requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens",
-                  "trimmed", "tokens_removed", "warnings", "critical"):  # fmt: skip
+                  "trimmed", "tokens_removed", "refused", "refused_tokens", "warnings",
+                  "critical"):  # fmt: skip
             assert row[k] == e[k], k
+        assert (row["saved_usd"] or 0.0) == pytest.approx(e["saved_usd"], abs=1e-5)
         lat = sorted(e["lat"])
         assert row["p50_ms"] == round(lat[math.ceil(0.5 * len(lat)) - 1], 3)
         assert row["p95_ms"] == round(lat[math.ceil(0.95 * len(lat)) - 1], 3)
@@ -193,7 +208,8 @@ def test_table_is_aligned_with_a_total_row(
     lines = out.splitlines()
     assert lines[0].split() == ["team", "model", "requests", "errors", "prompt_tokens",
                                 "completion_tokens", "total_tokens", "trimmed_share",
-                                "tokens_removed", "warnings", "critical", "p50_ms", "p95_ms",
+                                "tokens_removed", "refused", "refused_tokens", "warnings",
+                                "critical", "p50_ms", "p95_ms",
                                 "cached_share", "cost_usd", "saved_usd"]  # fmt: skip
     assert len({len(line) for line in lines}) == 1  # the last column is right-aligned
     assert lines[-1].startswith("TOTAL ") and set(lines[1]) == {"-", " "}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from proxy.report.tally import MAX_KINDS, Tally
 from proxy.report.totals import aggregate, report_main
@@ -56,6 +57,7 @@ def test_errors_by_kind_per_team_match_the_log(tmp_path: Path) -> None:
         "quota_exceeded",
         "upstream_error",
         "http_502",
+        "context_length_exceeded",
     }
     assert sum(got.values()) == agg.total()["errors"]
     html = render(tmp_path)
@@ -188,8 +190,42 @@ def test_top_models_leave_out_failed_requests_and_nameless_rows() -> None:
 
 
 def test_one_day_of_data_is_a_bar_not_a_wall() -> None:
-    from proxy.report.html import DAY_SLOT_MAX, tokens_per_day
+    from proxy.report.day_charts import DAY_SLOT_MAX, tokens_per_day
 
     svg, _ = tokens_per_day({"2026-11-02": {"a": 500, "b": 300}})
     widths = [float(w) for w in re.findall(r'class="bar" x="[^"]+" y="[^"]+" width="([^"]+)"', svg)]
     assert widths and max(widths) <= DAY_SLOT_MAX * 0.8 + 0.1
+
+
+def test_savings_below_zero_are_drawn_below_the_zero_line() -> None:
+    """A day on which trimming cost more than it saved (cache writes a cut caused) shows
+    as a bar under the axis, not as nothing."""
+    from proxy.report.day_charts import stacked_per_day
+    from proxy.report.panels import dollars
+
+    svg, teams = stacked_per_day(
+        "chart-saved", "saved", {"2026-11-02": {"a": 0.5, "b": -0.25}, "2026-11-03": {"a": 0.1}},
+        "USD", dollars, dollars,
+    )  # fmt: skip
+    axis = float(re.search(r'class="axis"[^>]*y1="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
+    bars = {
+        team: (float(y), float(h))
+        for y, h, team in re.findall(
+            r'class="bar" x="[^"]+" y="([\d.]+)" width="[^"]+" height="([\d.]+)"[^>]*'
+            r'data-team="(\w)"><title>2026-11-02',
+            svg,
+        )
+    }
+    assert teams == ["a", "b"]
+    assert bars["a"][0] + bars["a"][1] == pytest.approx(axis, abs=0.2)  # up from the line
+    assert bars["b"][0] == pytest.approx(axis, abs=0.2)  # down from it
+    assert "-$0.25" in svg
+
+
+def test_failed_requests_are_apart_from_the_top_models() -> None:
+    from proxy.report.usage_charts import top_models
+
+    svg = top_models({"gpt-4o": 900, "gpt-4o-mini": 50, "(failed requests)": 2000})
+    names = re.findall(r'text-anchor="end">([^<]+)</text><rect', svg)
+    assert names == ["gpt-4o", "gpt-4o-mini", "(failed requests)"]  # last, after a gap
+    assert 'fill="#9d9d9d"><title>(failed requests)' in svg

@@ -112,9 +112,9 @@ def test_dashboard_renders_in_headless_chromium(tmp_path: Path, chromium: str) -
     for row in rows[::8]:
         for x in range(0, width * bpp, bpp * 4):
             colours.add(row[x : x + 3])
-    # White page, grey text and gridlines, and the bar colours of three charts.
+    # White page, grey text and gridlines, and the three teams' colours.
     assert len(colours) > 20, len(colours)
-    palette = {bytes.fromhex(c) for c in ("4e79a7", "f28e2b", "59a14f", "e15759")}
+    palette = {bytes.fromhex(c) for c in ("4e79a7", "f28e2b", "59a14f")}
     assert palette <= colours, palette - colours
 
     dom = run_chromium(chromium, ["--dump-dom", url], tmp_path / "p2")
@@ -223,3 +223,55 @@ def test_nothing_is_cut_off_at_1400_px(
         )
     else:
         assert "day $" not in quota_section and " tokens" in quota_section
+
+
+def test_each_team_has_one_colour_on_every_chart_and_its_own_thresholds(
+    tmp_path: Path, chromium: str
+) -> None:
+    """As the browser lays the page out: every mark drawn for a team (bars of tokens, cost
+    and savings, cache points, quota swatches) has the colour the team legend gives it,
+    and the threshold marks are each team's own (research at 0.50/0.75 by its policy,
+    the others at the defaults)."""
+    log, page, folder = tmp_path / "usage.jsonl", tmp_path / "report.html", tmp_path / "pol"
+    folder.mkdir()
+    (folder / "research.yaml").write_text(
+        "team: research\nthresholds: {warning: 0.5, critical: 0.75}\n"
+    )
+    make_log(log, 3000, garbage=False)
+    assert report_main(str(log), ["team"], html=str(page), out=str(tmp_path / "t.txt"),
+                       policies=str(folder)) == 0  # fmt: skip
+    dom = run_chromium(chromium, ["--dump-dom", page.resolve().as_uri()], tmp_path / "p3")
+    html = dom.stdout
+    teams_legend = html[html.index("<h2>Teams</h2>") : html.index("<h2>Tokens per day")]
+    legend = dict(
+        (team, colour)
+        for colour, team in re.findall(
+            r"background:\s*(#[0-9a-f]{6})[^>]*></i>([^<]+)<", teams_legend
+        )
+    )
+    assert set(legend) == {"research", "support", "default"}
+    assert len(set(legend.values())) == 3
+    marks = re.findall(r'<(?:rect|circle)[^>]*fill="(#[0-9a-f]{6})"[^>]*data-team="([^"]+)"', html)
+    charts_seen = {team: set() for team in legend}
+    for colour, team in marks:
+        assert legend[team] == colour, (team, colour)
+        charts_seen[team].add(colour)
+    for chart in ("chart-tokens-per-day", "chart-cost", "chart-saved", "chart-cache"):
+        section = html[html.index(f'id="{chart}"') :]
+        section = section[: section.index("</svg>")]
+        drawn = set(re.findall(r'data-team="([^"]+)"', section))
+        assert drawn == set(legend), (chart, drawn)
+    lines = re.findall(
+        r'<line class="threshold"[^>]*data-teams?="([^"]*)" data-level="(\w+)" data-value="([\d.]+)"',
+        html,
+    )
+    util = {(teams, level, value) for teams, level, value in lines if "," in teams or teams}
+    assert ("research", "warning", "0.50") in util and ("research", "critical", "0.75") in util
+    assert ("default,support", "warning", "0.80") in util
+    quota = html[html.index('id="chart-quota"') :]
+    quota = quota[: quota.index("</svg>")]
+    marks_q = set(
+        re.findall(r'data-team="([^"]+)" data-level="(\w+)" data-value="([\d.]+)"', quota)
+    )
+    assert ("research", "warning", "0.50") in marks_q and ("support", "critical", "0.90") in marks_q
+    assert ("research", "warning", "0.80") not in marks_q

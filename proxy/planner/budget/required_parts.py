@@ -22,6 +22,11 @@ def limit_phrase(window: int | None, answer: int, limit: int) -> str:
         return f"the budget of {limit:,}"
     if not answer:
         return f"the model's context window of {window:,} holds ({limit:,} with its margin)"
+    if limit <= 0:  # the answer's room alone fills the window
+        return (
+            f"the model's context window of {window:,} holds: max_tokens keeps {answer:,} "
+            "tokens for the answer, the whole window or more"
+        )
     return (
         f"the model's context window of {window:,} holds beside the {answer:,} tokens "
         f"max_tokens keeps for the answer ({limit:,})"
