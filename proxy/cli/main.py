@@ -222,8 +222,9 @@ def _named_folder(args: argparse.Namespace) -> bool:
 
 
 def check_command(args: argparse.Namespace) -> int:
-    from proxy.cli.serve_report import credential_warnings, missing_folder
+    from proxy.cli.serve_report import credential_warnings, missing_folder, model_warnings
     from proxy.policy import PolicyError, load_policy_dir
+    from proxy.tokens import ContextWindows
 
     folder = args.policies or os.environ.get("CONTEXT_PROXY_POLICIES") or "./policies"
     problem = missing_folder(folder, _named_folder(args))
@@ -236,7 +237,7 @@ def check_command(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem)
         return 1
-    for warning in credential_warnings(policies):
+    for warning in credential_warnings(policies) + model_warnings(policies, ContextWindows()):
         print(warning)
     teams = ", ".join(f"{p.team} ({p.source})" for p in policies.all())
     print(f"ok: {len(policies.all())} polic{'y' if len(policies.all()) == 1 else 'ies'}: {teams}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -9,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from proxy.policy import PolicySet
 from proxy.server import Settings
+from proxy.tokens import ContextWindows
 
 DEFAULT_FOLDER = "./policies"
 log = logging.getLogger("context_proxy.start")
@@ -49,6 +51,29 @@ def credential_warnings(policies: PolicySet, environ: Mapping[str, str] | None =
             out.append(
                 f"{where}: warning: team {policy.team!r}: upstream.api_key_env names {env}, "
                 "which is not set; its requests reach the upstream without credentials"
+            )
+    return out
+
+
+def model_warnings(policies: PolicySet, windows: ContextWindows) -> list[str]:
+    """Models a policy names that neither it (`context_window`) nor litellm's map gives a
+    window: their requests would go untrimmed. One line per (policy, name), with the
+    nearest known name when one is close (a typo)."""
+    out: list[str] = []
+    known: list[str] | None = None
+    for policy in policies.all():
+        for name, model in policy.models.items():
+            if model.context_window is not None or windows.registry_window(name) is not None:
+                continue
+            if policy.default_context_window is not None:
+                continue
+            known = windows.registry_names() if known is None else known
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            out.append(
+                f"{policy.source}:{_line_of(policy.source, 'models')}: warning: team "
+                f"{policy.team!r} names model {name!r}{hint}, whose context window is not "
+                "known: give it models.<name>.context_window, or its requests go untrimmed"
             )
     return out
 
@@ -95,7 +120,9 @@ def masked_state(state: str | None) -> str:
 
 def log_start(settings: Settings, policies: PolicySet, environ: Mapping[str, str]) -> None:
     """Warn about missing upstream credentials, then say in one line what is in force."""
-    for warning in credential_warnings(policies, environ):
+    for warning in credential_warnings(policies, environ) + model_warnings(
+        policies, ContextWindows()
+    ):
         log.warning(warning)
     built_in = not Path(settings.policies).is_dir()
     log.info(

@@ -29,15 +29,20 @@ def load_policy_text(text: str, source: str, name: str) -> Policy:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # Where what went wrong began (an unclosed brace or quote, a key without its
+        # colon), which the parser names as its context; it notices only a line later.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         reason = getattr(exc, "problem", None) or str(exc)
-        raise PolicyError([f"{source}:{line}: invalid YAML: {reason}"]) from None
+        context = getattr(exc, "context", None)
+        said = f"{reason} ({context})" if context else reason
+        raise PolicyError([f"{source}:{line}: invalid YAML: {said}"]) from None
     if node is None:  # an empty file is a valid policy: every default applies
         return Policy(name=name, team=name, source=source)
     values = check_mapping(node, TOP_LEVEL, problems, SPECIAL)
     policy = build_policy(values, source, name)
-    _check_relations(policy, node, problems)
+    if not problems.lines:  # a typo'd key would make a second, wrong problem here
+        _check_relations(policy, node, problems)
     problems.raise_if_any(PolicyError)
     return policy
 

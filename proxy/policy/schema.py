@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -88,8 +89,12 @@ def check_mapping(
             continue
         seen.add(key)
         if key not in fields:
-            known = ", ".join(fields)
-            problems.add(key_node, f"unknown key {path}{key!r} (expected one of: {known})")
+            close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            if close:
+                problems.add(key_node, f"unknown key {path}{key!r}: did you mean {close[0]!r}?")
+            else:
+                known = ", ".join(fields)
+                problems.add(key_node, f"unknown key {path}{key!r} (expected one of: {known})")
             continue
         field = fields[key]
         if isinstance(field, str):

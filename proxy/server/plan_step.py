@@ -109,6 +109,8 @@ async def plan(
     `inclusion` says whether this route records one (default: routes that forward, i.e.
     `fail_open`; the plan endpoint forwards nothing, so nothing went in)."""
     window = services.windows.lookup(body["model"], policy)
+    if window is None:
+        note_unknown_model(services, body["model"], policy.team)
     extra: list[ExtraSummary] = cached.found if cached is not None else []
     in_thread = plan_in_thread(body, tokenizer, size, tags)
     try:
@@ -156,6 +158,23 @@ async def plan(
     if record and services.settings.inclusion_log and carries_ids(body.get("messages")):
         await record_inclusion(services, outcome, policy.team, body["model"], request_id, in_thread)
     return outcome
+
+
+MAX_NOTED_MODELS = 1024  # names a client makes up: logged once each, this many at most
+
+
+def note_unknown_model(services: Services, model: str, team: str) -> None:
+    """Say once per name that a model's window is unknown (a typo'd name goes untrimmed)."""
+    noted = services.unknown_models
+    if model in noted or len(noted) >= MAX_NOTED_MODELS:
+        return
+    noted.add(model)
+    logging.getLogger("context_proxy.plan").warning(
+        "model %r (team %s) has no known context window: its requests go untrimmed; give "
+        "it models.<name>.context_window or default_context_window in the policy",
+        model[:128],
+        team,
+    )
 
 
 async def record_inclusion(

@@ -58,6 +58,7 @@ class Services:
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
     tracing: Tracing | None = None  # with an OTLP endpoint: a span per request
     spend: QuotaBook = field(default_factory=QuotaBook)  # millionths of a dollar, per team
+    unknown_models: set[str] = field(default_factory=set)  # logged once: no window known
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task that the shutdown waits for (or cancels)."""

@@ -123,6 +123,10 @@ class ContextWindows:
             )
         return self.prices(model)
 
+    def registry_names(self) -> list[str]:
+        """Every model name the bundled map knows (for suggestions: not the request path)."""
+        return list(self._load())
+
     def prices(self, model: str) -> Prices | None:
         """The prices litellm's bundled map gives `model` (same name rules), or None."""
         try:

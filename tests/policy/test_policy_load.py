@@ -116,6 +116,7 @@ def test_section_override_keeps_other_fields() -> None:
         ("team: 'bad name!'\n", "p.yaml:1: team must be"),
         ("- a\n- b\n", "p.yaml:1: the policy must be a mapping"),
         ("budget: {ratio: [\n", "p.yaml:2: invalid YAML"),
+        ("team: a\nhistory\n  keep_recent: 3\n", "p.yaml:2: invalid YAML"),  # the key, no colon
         ("headings: {Notes: nowhere}\n", "p.yaml:1: unknown section 'nowhere' for a heading"),
     ],
 )
@@ -224,3 +225,29 @@ def test_explicit_tags_that_cannot_be_built_are_problems_not_crashes(text: str) 
     # reload killed the file watcher.
     (problem,) = problems_of(text)
     assert problem.startswith("p.yaml:1: ") and "tagged" in problem
+
+
+def test_a_typo_in_a_key_gets_did_you_mean_and_no_second_wrong_problem() -> None:
+    """`warn:` for `warning:` used to add "warning must not exceed critical" (the default
+    0.80 against the 0.6 given) and name no fix."""
+    assert problems_of("thresholds: {warn: 0.5, critical: 0.6}\n") == [
+        "p.yaml:1: unknown key thresholds.'warn': did you mean 'warning'?"
+    ]
+    assert problems_of("histroy: {keep_recent: 3}\n") == [
+        "p.yaml:1: unknown key 'histroy': did you mean 'history'?"
+    ]
+
+
+def test_a_model_no_window_is_known_for_is_named_with_the_nearest_known_name(
+    tmp_path: Path,
+) -> None:
+    from proxy.cli.serve_report import model_warnings
+    from proxy.policy import load_policy_dir
+    from proxy.tokens import ContextWindows
+
+    (tmp_path / "default.yaml").write_text(
+        "models:\n  gpt-4o-mni: {tokenizer: null}\n  my-model: {context_window: 8000}\n"
+    )
+    warnings = model_warnings(load_policy_dir(tmp_path), ContextWindows())
+    assert len(warnings) == 1 and "'gpt-4o-mni' (did you mean 'gpt-4o-mini'?)" in warnings[0]
+    assert warnings[0].startswith(f"{tmp_path / 'default.yaml'}:1: warning:")
