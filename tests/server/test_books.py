@@ -37,7 +37,7 @@ def services_for(tmp_path: Path, policy_text: str = "") -> Any:
     policy = PolicyStore.load(str(tmp_path)).current.default
     services = SimpleNamespace(
         quotas=QuotaBook(), spend=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
-        windows=ContextWindows(), usage=Sink(), books=Books(),
+        windows=ContextWindows(), usage=Sink(), books=Books(), shared=None, shared_spend=None,
     )  # fmt: skip
     return services, policy
 

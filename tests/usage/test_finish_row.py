@@ -29,7 +29,7 @@ class Sink:
 def services(tmp_path: Path) -> Any:
     return SimpleNamespace(
         quotas=QuotaBook(), spend=QuotaBook(), thresholds=ThresholdWatch(), metrics=Metrics(),
-        windows=ContextWindows(), usage=Sink(), books=Books(),
+        windows=ContextWindows(), usage=Sink(), books=Books(), shared=None, shared_spend=None,
     )  # fmt: skip
 
 
