@@ -68,6 +68,11 @@ def percent_encoded(value: bytes) -> bytes:
     return "".join(chr(b) if 0x20 <= b < 0x7F else f"%{b:02X}" for b in value).encode("ascii")
 
 
+# Headers each server sets for itself: the proxy's server writes its own `date`, and the
+# upstream's `server` names a host the client did not call (two `date` headers otherwise).
+_SERVERS_OWN = frozenset({b"date", b"server"})
+
+
 def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """An upstream answer's headers (as received) for the client: names lowercased; hop-by-hop
     ones, those `Connection` names and names that are not tokens dropped; a value may be
@@ -84,7 +89,7 @@ def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, b
                 tokens = _connection_tokens(value)
                 named = tokens if named is None else named | tokens
             continue
-        if _NOT_TOKEN.search(low) is None:
+        if _NOT_TOKEN.search(low) is None and low not in _SERVERS_OWN:
             kept.append((low, percent_encoded(value)))
     if named is None:
         return kept

@@ -365,3 +365,15 @@ def test_server_gc_settings() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_an_answer_carries_one_date_and_not_the_upstreams_server(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """The upstream's `date` and `server` stay behind: the proxy's server sets its own."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    for stream in (False, True):
+        r = httpx.post(proxy.url + "/v1/chat/completions", json={**body, "stream": stream})
+        assert r.status_code == 200
+        assert len(r.headers.get_list("date")) == 1
+        assert len(r.headers.get_list("server")) <= 1  # the test server's own, at most
