@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from proxy.server.settings import Settings
+from proxy.server.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
 
 
@@ -27,7 +27,7 @@ def free_port() -> int:
 def serve(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
     """Serve an ASGI app with uvicorn in a thread; yields its base URL.
 
-    `options` go to uvicorn.Config as they are (e.g. proxy.server.connection_limits.uvicorn_options).
+    `options` go to uvicorn.Config as they are (e.g. proxy.server.app.connection_limits.uvicorn_options).
     """
     port = port or free_port()
     config = uvicorn.Config(
@@ -97,7 +97,7 @@ def start_proxy(tmp_path: Path, upstream_url: str, policies_dir: Path) -> Iterat
     """Call with Settings overrides; the proxy stops at the end of the test."""
     stack: list[Any] = []
 
-    from proxy.server.app import create_app  # imported here so unit tests never need the server
+    from proxy.server.app.app import create_app  # imported here so unit tests never need the server
 
     def start(**overrides: Any) -> RunningProxy:
         values: dict[str, Any] = {

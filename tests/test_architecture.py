@@ -160,3 +160,50 @@ def test_planner_functions_take_few_parameters() -> None:
             if count > MAX_PARAMETERS:
                 long.append(f"{name}.{node.name}: {count}")
     assert not long, long
+
+
+SERVER = "proxy.server"
+# The server's rooms, from the top: the app routes to the routes beside the pipeline and
+# to the dialects, which the pipeline serves; all of them stand on the core. A room imports
+# only rooms after it in this list.
+SERVER_ROOMS = ("app", "routes", "dialects", "pipeline", "core")
+
+
+def _server_room(name: str) -> str | None:
+    if not name.startswith(SERVER + "."):
+        return None
+    return name.split(".")[2]
+
+
+def test_the_server_is_in_rooms_whose_imports_point_down() -> None:
+    """No module of server/ outside a room; the pipeline knows no dialect, the dialects no
+    route, the core nothing above it; no dialect imports another."""
+    loose = [n for n in SOURCES if _server_room(n) not in (None, *SERVER_ROOMS)]
+    assert not loose, loose
+    wrong = []
+    for name in SOURCES:
+        here = _server_room(name)
+        if here is None:
+            continue
+        for target in GRAPH[name]:
+            there = _server_room(target)
+            if there is None or there == here:
+                if here == there == "dialects" and target != name and target.count(".") > 2:
+                    wrong.append(f"{name} imports another dialect: {target}")
+                continue
+            if SERVER_ROOMS.index(there) < SERVER_ROOMS.index(here):
+                wrong.append(f"{name} imports {target}: a room above its own")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_one_pipeline_serves_every_planned_api() -> None:
+    """The three APIs are dialects: none calls upstream, plans or checks a quota itself;
+    the pipeline does, once, for each."""
+    for dialect in ("chat", "responses", "messages"):
+        text = SOURCES[f"{SERVER}.dialects.{dialect}"].read_text()
+        for step in ("upstream.send(", "check_quota(", "await plan(", "resolve_policy("):
+            assert step not in text, (dialect, step)
+    pipeline = SOURCES[f"{SERVER}.pipeline.pipeline"].read_text()
+    for step in ("upstream.send(", "check_quota(services, ex, use)", "await plan(",
+                 "resolve_policy(", "read_body("):  # fmt: skip
+        assert pipeline.count(step) == 1, step

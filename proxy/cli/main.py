@@ -186,7 +186,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # turns that into a plain return, so a graceful SIGTERM exits 0.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     uvicorn.run(
-        "proxy.server.app:app_from_env",
+        "proxy.server.app.app:app_from_env",
         factory=True,
         host=settings.host,
         port=settings.port,

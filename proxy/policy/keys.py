@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from proxy.policy.list_fields import key_hash, route_list, string_list
 from proxy.policy.model import (
     DEFAULT_HEADINGS,
     DEFAULT_PASSTHROUGH,
@@ -33,17 +34,14 @@ from proxy.policy.schema import (
     Problems,
     check_mapping,
     enum_of,
-    key_hash,
     nonneg_int,
     nonneg_number,
     opt,
     positive_int,
     positive_number,
     ratio,
-    route_list,
     share,
     string,
-    string_list,
     url,
     yes_no,
 )

@@ -24,7 +24,6 @@ class Invalid:
 INVALID = Invalid()
 _CONSTRUCTOR = yaml.SafeLoader("")
 _LINE = re.compile(r":(\d+): ")
-_KEY_HASH = re.compile(r"sha256:[0-9a-fA-F]{64}")
 
 
 class Problems:
@@ -56,7 +55,7 @@ def _scalar(node: yaml.Node) -> Any:
         return INVALID
 
 
-def _where(node: yaml.Node) -> str:
+def where(node: yaml.Node) -> str:
     if isinstance(node, yaml.MappingNode):
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
@@ -78,7 +77,7 @@ def check_mapping(
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
             return out  # `upstream:` with nothing under it means "all defaults"
         problems.add(
-            node, f"{path.rstrip('.') or 'the policy'} must be a mapping, got {_where(node)}"
+            node, f"{path.rstrip('.') or 'the policy'} must be a mapping, got {where(node)}"
         )
         return out
     seen: set[str] = set()
@@ -108,15 +107,15 @@ def check_mapping(
     return out
 
 
-def _typed(
+def typed(
     node: yaml.Node, problems: Problems, name: str, kinds: tuple[type, ...], what: str
 ) -> Any:
     if not isinstance(node, yaml.ScalarNode):
-        problems.add(node, f"{name} must be {what}, got {_where(node)}")
+        problems.add(node, f"{name} must be {what}, got {where(node)}")
         return INVALID
     value = _scalar(node)
     if value is INVALID:
-        problems.add(node, f"{name} must be {what}, got {_where(node)}")
+        problems.add(node, f"{name} must be {what}, got {where(node)}")
         return INVALID
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         problems.add(node, f"{name} must be {what}, got {value!r}")
@@ -139,7 +138,7 @@ def string(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
     written = _as_written(node)
     if written is not None:
         return written
-    value = _typed(node, problems, name, (str,), "a string")
+    value = typed(node, problems, name, (str,), "a string")
     if isinstance(value, str) and not value.strip():
         problems.add(node, f"{name} must not be empty")
         return INVALID
@@ -147,7 +146,7 @@ def string(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
 
 
 def yes_no(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
-    return _typed(node, problems, name, (bool,), "true or false")
+    return typed(node, problems, name, (bool,), "true or false")
 
 
 def _number(
@@ -158,7 +157,7 @@ def _number(
     what: str,
     kinds: tuple[type, ...] = (int, float),
 ) -> Any:
-    value = _typed(node, problems, name, kinds, what)
+    value = typed(node, problems, name, kinds, what)
     if value is not INVALID and not test(value):
         problems.add(node, f"{name} must be {what}, got {value!r}")
         return INVALID
@@ -232,7 +231,7 @@ def enum_of(
                 return INVALID
             value = mapped
         else:
-            value = _typed(node, problems, name, (str,), "one of " + ", ".join(allowed))
+            value = typed(node, problems, name, (str,), "one of " + ", ".join(allowed))
         if value is INVALID:
             return INVALID
         if value not in allowed:
@@ -241,63 +240,3 @@ def enum_of(
         return as_enum(value) if as_enum is not None else value
 
     return check
-
-
-def string_list(node: yaml.Node, problems: Problems, name: str = "value") -> Any:
-    """A list of non-empty strings (tool names), as a tuple."""
-    if not isinstance(node, yaml.SequenceNode):
-        problems.add(node, f"{name} must be a list of names, got {_where(node)}")
-        return INVALID
-    out: list[str] = []
-    for item in node.value:
-        value = _typed(item, problems, name, (str,), "a name")
-        if value is INVALID:
-            continue
-        if not value.strip():
-            problems.add(item, f"{name}: a name must not be empty")
-            continue
-        out.append(value)
-    return tuple(out)
-
-
-_ROUTE = re.compile(r"(\*|GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/v1/[\w./*{}:-]*)")
-
-
-def route_list(node: yaml.Node, problems: Problems, name: str = "passthrough") -> Any:
-    """A list of 'METHOD /v1/path' routes (a `*` in the path matches any run of
-    characters, as fnmatch reads it; `*` for the method, any method), as a tuple."""
-    if not isinstance(node, yaml.SequenceNode):
-        problems.add(node, f"{name} must be a list of 'METHOD /v1/path' routes, got {_where(node)}")
-        return INVALID
-    out: list[str] = []
-    for item in node.value:
-        value = _typed(item, problems, name, (str,), "a 'METHOD /v1/path' route")
-        if value is INVALID:
-            continue
-        if not _ROUTE.fullmatch(value.strip()):
-            example = "(e.g. 'GET /v1/models')"
-            problems.add(item, f"{name}: {value!r} is not 'METHOD /v1/path' {example}")
-            continue
-        out.append(value.strip())
-    return tuple(out)
-
-
-def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
-    if not isinstance(node, yaml.SequenceNode):
-        problems.add(node, f"{name} must be a list of 'sha256:<hex>' strings, got {_where(node)}")
-        return INVALID
-    out: list[str] = []
-    for item in node.value:
-        value = _typed(item, problems, name, (str,), "a 'sha256:<64 hex digits>' string")
-        if value is INVALID:
-            continue
-        if not _KEY_HASH.fullmatch(value):
-            # Never echo what was written: it may be a raw key pasted by mistake.
-            problems.add(
-                item,
-                f"{name}: each entry must be 'sha256:' and 64 hex digits "
-                "(store the hash of a key, never the key itself)",
-            )
-            continue
-        out.append(value.lower())
-    return out

@@ -11,18 +11,27 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from proxy.policy import PolicyError, load_policy_dir
 from proxy.report import panels, spend_panels
 from proxy.report.day_charts import tokens_per_day
 from proxy.report.format import TABLE_COLUMNS, cell_text
 from proxy.report.html import CSS, human
+from proxy.report.tally import Tally
 from proxy.report.team_colours import TeamColours, threshold_sets
 from proxy.report.usage_charts import top_models, utilization
 
-if TYPE_CHECKING:
-    from proxy.report.totals import Aggregate
+
+class Aggregate(Protocol):
+    """What the page reads of the report's totals (totals.Aggregate)."""
+
+    by: tuple[str, ...]
+    day_team_tokens: dict[str, dict[str, int]]
+    model_tokens: dict[str, int]
+    util_hist: list[int]
+    util_max: float
+    tally: Tally
 
 
 def team_thresholds(folder: str | None) -> dict[str, tuple[float, float]]:

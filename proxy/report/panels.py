@@ -53,7 +53,8 @@ def quota_chart(
         team = str(r["team"])
         swatch = colours.colour(colours.name(team)) if colours is not None else PALETTE[0]
         body.append(
-            f'<text x="{LEFT - 22}" y="{y + ROW * 0.65:.1f}" text-anchor="end">{_name(label)}</text>'
+            f'<text x="{LEFT - 22}" y="{y + ROW * 0.65:.1f}" '
+            f'text-anchor="end">{_name(label)}</text>'
             f'<rect class="swatch" x="{LEFT - 16}" y="{y + ROW * 0.3:.1f}" width="10" height="10" '
             f'fill="{swatch}" data-team="{escape(team)}"/>'
             f'<rect class="bar" x="{LEFT}" y="{y + ROW * 0.15:.1f}" width="{width:.1f}" '

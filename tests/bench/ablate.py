@@ -32,9 +32,9 @@ from loadgen import chat_body  # noqa: E402
 from overhead import fake_upstream  # noqa: E402
 
 from proxy import handlers  # noqa: E402
-from proxy.server.app import create_app  # noqa: E402
-from proxy.server.disconnect import DisconnectWatch  # noqa: E402
-from proxy.server.settings import Settings  # noqa: E402
+from proxy.server.app.app import create_app  # noqa: E402
+from proxy.server.core.settings import Settings  # noqa: E402
+from proxy.server.pipeline.disconnect import DisconnectWatch  # noqa: E402
 from proxy.types import Level  # noqa: E402
 from proxy.upstream.client import Timeouts, Upstream, UpstreamResponse  # noqa: E402
 from proxy.usage.metrics import Metrics  # noqa: E402

@@ -30,8 +30,8 @@ from loadgen import chat_body  # noqa: E402
 from overhead import fake_upstream  # noqa: E402
 from relay import create_app as relay_app  # noqa: E402
 
-from proxy.server.app import create_app  # noqa: E402
-from proxy.server.settings import Settings  # noqa: E402
+from proxy.server.app.app import create_app  # noqa: E402
+from proxy.server.core.settings import Settings  # noqa: E402
 
 HEADERS = [
     (b"host", b"127.0.0.1"),

@@ -18,8 +18,8 @@ from typing import Any
 
 import proxy
 from proxy.policy import PolicyStore
-from proxy.server.books import Books
-from proxy.server.exchange import Exchange
+from proxy.server.core.books import Books
+from proxy.server.pipeline.exchange import Exchange
 from proxy.tokens import ContextWindows
 from proxy.usage import Metrics, QuotaBook, ThresholdWatch
 

@@ -39,7 +39,7 @@ from proxy.planner import Kept, PlanMemo  # noqa: E402
 from proxy.planner.request import plan_request  # noqa: E402
 from proxy.policy.model import HistoryPolicy, Policy  # noqa: E402
 from proxy.relevance.scoring import TermIndex  # noqa: E402
-from proxy.server.app import tune_gc  # noqa: E402
+from proxy.server.app.app import tune_gc  # noqa: E402
 from proxy.tokens.counter import TokenCounter  # noqa: E402
 from proxy.tokens.text import load_encoding  # noqa: E402
 from proxy.tokens.windows import ContextWindows  # noqa: E402

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from proxy.policy.model import QuotaPolicy, ThresholdPolicy
-from proxy.server.request_ids import new_request_id
+from proxy.server.core.request_ids import new_request_id
 from proxy.usage.ledger import UsageRecord, utc_now_iso
 from proxy.usage.metrics import Metrics
 from proxy.usage.quotas import QuotaBook

@@ -57,9 +57,9 @@ def serve_timed(out: Path, argv: list[str]) -> int:
     """`python -m proxy serve ...` with timers; writes one JSON row per request at exit."""
     import atexit
 
-    import proxy.server.app as app_mod
-    import proxy.server.chat as h
-    import proxy.server.plan_step as ps
+    import proxy.server.app.app as app_mod
+    import proxy.server.dialects.chat as h
+    import proxy.server.pipeline.plan_step as ps
     from proxy.cli.main import main as cli_main
     from proxy.upstream.client import Upstream, UpstreamResponse
 

@@ -16,7 +16,7 @@ from proxy.cli.main import main
 from proxy.cli.serve_report import credential_warnings, log_start, masked_state, safe_url
 from proxy.policy.load import load_policy_dir
 from proxy.policy.model import hash_key
-from proxy.server.settings import Settings
+from proxy.server.core.settings import Settings
 from tests.conftest import free_port
 from tests.processes import serve_command, wait_ready
 

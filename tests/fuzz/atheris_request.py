@@ -22,7 +22,7 @@ with atheris.instrument_imports():
     from proxy.planner.request import plan_request
     from proxy.policy.model import ModelPolicy, Policy
     from proxy.relevance.scoring import TermIndex
-    from proxy.server.request_body import parse_chat_body
+    from proxy.server.pipeline.request_body import parse_chat_body
     from proxy.tokens.counter import TokenCounter
 
 POLICY = Policy(models={"gpt-4o": ModelPolicy(context_window=400)})

@@ -13,12 +13,12 @@ import pytest
 
 from proxy.errors import QuotaExceeded
 from proxy.policy import PolicyStore
-from proxy.server import books
-from proxy.server.books import Books
-from proxy.server.exchange import Exchange
-from proxy.server.quota_step import check_quota
-from proxy.server.services import open_services
-from proxy.server.settings import Settings
+from proxy.server.core import books
+from proxy.server.core.books import Books
+from proxy.server.core.services import open_services
+from proxy.server.core.settings import Settings
+from proxy.server.pipeline.exchange import Exchange
+from proxy.server.pipeline.quota_step import check_quota
 from proxy.tokens import ContextWindows
 from proxy.usage import Metrics, QuotaBook, ThresholdWatch, UsageRecord, utc_iso
 from tests.conftest import RunningProxy

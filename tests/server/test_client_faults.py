@@ -17,9 +17,9 @@ import httpx
 import orjson
 import pytest
 
-from proxy.server import request_body
-from proxy.server.app import create_app
-from proxy.server.settings import Settings
+from proxy.server.app.app import create_app
+from proxy.server.core.settings import Settings
+from proxy.server.pipeline import request_body
 from tests.conftest import free_port, serve
 from tests.fault_upstream import REPLY, Conn, FaultUpstream, usage_rows, wait_until
 from tests.processes import healthy, serve_command

@@ -13,8 +13,8 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from proxy.server.connection_limits import uvicorn_options
-from proxy.server.settings import Settings
+from proxy.server.app.connection_limits import uvicorn_options
+from proxy.server.core.settings import Settings
 from tests.conftest import serve
 
 

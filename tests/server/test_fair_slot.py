@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from proxy.server.fair_slot import FairSlot
+from proxy.server.core.fair_slot import FairSlot
 
 
 async def test_teams_waiting_take_the_slot_in_turn() -> None:

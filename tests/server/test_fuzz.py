@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from proxy.errors import ProxyError
 from proxy.planner.request import plan_request
 from proxy.policy.model import ModelPolicy, Policy
-from proxy.server.request_body import parse_chat_body
+from proxy.server.pipeline.request_body import parse_chat_body
 from proxy.tokens.counter import TokenCounter
 
 COUNTER = TokenCounter()
@@ -253,8 +253,8 @@ def test_any_responses_body_gives_a_plan_or_a_client_error(value: Any, depth: in
     items back): a plan whose body is JSON without x_context, or a 4xx; never a crash.
     Bodies are also nested `depth` levels inside an opaque item."""
     from proxy.items import to_chat, to_responses
-    from proxy.server.body_limits import check_counts, check_density
-    from proxy.server.request_body import check_responses_body, encoded, parse_model_body
+    from proxy.server.pipeline.body_limits import check_counts, check_density
+    from proxy.server.pipeline.request_body import check_responses_body, encoded, parse_model_body
 
     if isinstance(value.get("input"), list):
         value["input"].append({"type": "web_search_call", "action": _nest(depth)})

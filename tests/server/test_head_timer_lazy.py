@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from proxy.server.connection_limits import LimitedProtocol
+from proxy.server.app.connection_limits import LimitedProtocol
 
 
 class FakeHandle:

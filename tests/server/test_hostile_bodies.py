@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.server.body_limits import MAX_PARTS, check_density
+from proxy.server.pipeline.body_limits import MAX_PARTS, check_density
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream
 
@@ -222,7 +222,7 @@ def test_a_responses_stream_cut_short_ends_with_an_error_and_records_it(
 def test_parts_are_bounded_by_the_body_size(proxy: RunningProxy, upstream: FakeUpstream) -> None:
     """28,000 tiny text parts in 980 KB took 20 MB (21x the body) to read and plan: a body
     holds at most one part per BYTES_PER_PART bytes (past the first FREE_CONTAINERS)."""
-    from proxy.server.body_limits import BYTES_PER_PART, FREE_CONTAINERS
+    from proxy.server.pipeline.body_limits import BYTES_PER_PART, FREE_CONTAINERS
 
     part = b'{"type":"input_text","text":"a b"}'
     raw = b'{"model":"gpt-4o","input":[{"role":"user","content":[' + b",".join([part] * 28_000)

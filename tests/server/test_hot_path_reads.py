@@ -12,8 +12,8 @@ import pytest
 from starlette.requests import Request
 
 from proxy.errors import BodyTimeout, BodyTooLarge, InvalidRequest
-from proxy.server import request_body
-from proxy.server.ready_now import ready_now
+from proxy.server.pipeline import request_body
+from proxy.server.pipeline.ready_now import ready_now
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
 

@@ -15,16 +15,17 @@ import pytest
 
 from proxy.errors import UpstreamUnreachable
 from proxy.policy.model import ThresholdPolicy
-from proxy.server import disconnect, responses
-from proxy.server.disconnect import ClientGone, cancel_on_disconnect
-from proxy.server.exchange import Exchange
+from proxy.server.core import responses
+from proxy.server.pipeline import disconnect
+from proxy.server.pipeline.disconnect import ClientGone, cancel_on_disconnect
+from proxy.server.pipeline.exchange import Exchange
 from proxy.types import Level
 from proxy.upstream import Timeouts, Upstream
 from proxy.upstream.headers import relayable_headers
 
 
 def test_request_ids_are_unique_and_need_no_syscall_each() -> None:
-    from proxy.server.request_ids import RequestIds
+    from proxy.server.core.request_ids import RequestIds
 
     ids = RequestIds()
     with mock.patch("os.urandom", side_effect=AssertionError("a syscall per request")):

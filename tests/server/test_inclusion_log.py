@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.server import plan_step
+from proxy.server.pipeline import plan_step
 from tests.conftest import RunningProxy
 
 SECRET = "zebracobalt"  # a word only message content holds: it must never reach the log
@@ -197,8 +197,8 @@ def test_a_refused_request_writes_no_line(
 def test_lines_queued_at_shutdown_are_flushed(
     policies_dir: Path, tmp_path: Path, upstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from proxy.server.app import create_app
-    from proxy.server.settings import Settings
+    from proxy.server.app.app import create_app
+    from proxy.server.core.settings import Settings
     from proxy.usage import writer
     from tests.conftest import serve
 

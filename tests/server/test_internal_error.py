@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy.server.responses import internal_error
+from proxy.server.core.responses import internal_error
 from tests.conftest import serve
 
 

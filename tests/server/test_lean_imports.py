@@ -17,7 +17,7 @@ def imported_after(code: str) -> set[str]:
 
 def test_a_worker_without_state_never_imports_redis_or_litellm() -> None:
     # The app as `serve` builds it in each worker (app_from_env), settings from the env.
-    mods = imported_after("from proxy.server.app import create_app\nfrom proxy.cli import main")
+    mods = imported_after("from proxy.server.app.app import create_app\nfrom proxy.cli import main")
     assert "proxy" in mods and "starlette" in mods  # the probe ran what it says
     assert "redis" not in mods  # ~15 MB per worker, only for --state
     assert "litellm" not in mods  # 2.6 s and 160 MB: its data files are read, it is not run

@@ -18,9 +18,9 @@ import orjson
 import pytest
 
 from proxy.policy.model import hash_key
-from proxy.server import plan_step
-from proxy.server.exchange import EXACT_CHARS, estimate_completion
-from proxy.server.plan_step import plan_in_thread, tag_marks
+from proxy.server.pipeline import plan_step
+from proxy.server.pipeline.exchange import EXACT_CHARS, estimate_completion
+from proxy.server.pipeline.plan_step import plan_in_thread, tag_marks
 from proxy.tokens import text as token_text
 from proxy.usage.ledger import UsageRecord
 from proxy.usage.metrics import Metrics

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from proxy.policy.model import Policy
-from proxy.server import plan_step
+from proxy.server.pipeline import plan_step
 from proxy.tokens.counter import TokenCounter
 from tests.conftest import RunningProxy
 from tests.fake_upstream import FakeUpstream

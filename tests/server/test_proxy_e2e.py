@@ -339,7 +339,7 @@ def test_trimmed_answer_has_exact_length_and_headers(
 
 
 def test_plain_response_length_rules() -> None:
-    from proxy.server import responses
+    from proxy.server.core import responses
 
     ok = responses.plain(200, responses.JSON, b'{"a":1}', [(b"x-a", b"1")])
     assert ok.raw_headers[0] == (b"content-length", b"7")
@@ -355,7 +355,7 @@ def test_plain_response_length_rules() -> None:
 def test_server_gc_settings() -> None:
     import gc
 
-    from proxy.server.app import GC_YOUNG_THRESHOLD, tune_gc
+    from proxy.server.app.app import GC_YOUNG_THRESHOLD, tune_gc
 
     before = gc.get_threshold()
     try:

@@ -7,8 +7,8 @@ import pytest
 from proxy.errors import Unauthorized
 from proxy.policy.model import Policy, UpstreamPolicy, hash_key
 from proxy.policy.policy_set import PolicySet
-from proxy.server.auth import bearer_token, resolve_policy, upstream_authorization
-from proxy.server.settings import Settings, SettingsError
+from proxy.server.core.settings import Settings, SettingsError
+from proxy.server.pipeline.auth import bearer_token, resolve_policy, upstream_authorization
 
 
 def test_settings_defaults_match_contract() -> None:

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from proxy.planner.request import SUMMARY_PREFIX
-from proxy.server.app import create_app
-from proxy.server.settings import Settings
+from proxy.server.app.app import create_app
+from proxy.server.core.settings import Settings
 from proxy.summaries.summarizer import Summarizer
 from tests.conftest import serve
 from tests.fake_upstream import FakeUpstream

@@ -9,7 +9,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.server.exchange import Exchange
+from proxy.server.pipeline.exchange import Exchange
 from proxy.tokens import ContextWindows
 from proxy.tokens.prices import Prices, request_cost, trim_savings
 from tests.usage.caching_upstream import CachingUpstream, caching_upstream, rows_of

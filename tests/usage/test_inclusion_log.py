@@ -10,7 +10,7 @@ import pytest
 
 from proxy.cli.main import _settings, build_parser, main
 from proxy.planner import ItemReport, PlanReport
-from proxy.server.settings import Settings
+from proxy.server.core.settings import Settings
 from proxy.usage import InclusionLog
 from proxy.usage.inclusion import MAX_ID_CHARS, MAX_IDS, carries_ids, inclusion_line
 

@@ -143,7 +143,7 @@ def test_threshold_watch_reports_only_upward_crossings(caplog: pytest.LogCapture
     critical = records[1]
     assert critical.threshold == "critical"  # type: ignore[attr-defined]
     assert critical.levelno == logging.WARNING  # a crossing is not the proxy's fault
-    from proxy.server.logs import JsonLines
+    from proxy.server.app.logs import JsonLines
 
     line = orjson.loads(JsonLines().format(critical))
     assert line["level"] == "warning" and line["threshold"] == "critical"

@@ -19,14 +19,15 @@ from proxy.errors import (
     ProxyError,
     UpstreamUnreachable,
 )
-from proxy.server import request_body, responses
-from proxy.server.auth import headers_not_forwarded, resolve_policy, upstream_authorization
-from proxy.server.disconnect import ClientGone, cancel_on_disconnect
-from proxy.server.exchange import Exchange
-from proxy.server.passthrough_rules import BILLED, Meter, route_allowed
-from proxy.server.quota_step import check_quota
-from proxy.server.request_body import too_large
-from proxy.server.services import Services
+from proxy.server.core import responses
+from proxy.server.core.services import Services
+from proxy.server.pipeline import request_body
+from proxy.server.pipeline.auth import headers_not_forwarded, resolve_policy, upstream_authorization
+from proxy.server.pipeline.disconnect import ClientGone, cancel_on_disconnect
+from proxy.server.pipeline.exchange import Exchange
+from proxy.server.pipeline.quota_step import check_quota
+from proxy.server.pipeline.request_body import too_large
+from proxy.server.routes.passthrough_rules import BILLED, Meter, route_allowed
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 from proxy.usage import route_group
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.server.passthrough_rules import BILLED
+from proxy.server.routes.passthrough_rules import BILLED
 
 _SLASHES = re.compile(r"/{2,}")
 _PARAMS = re.compile(r";[^/]*")

@@ -10,8 +10,8 @@ from typing import Any
 
 from proxy.errors import InvalidRequest, QuotaExceeded
 from proxy.policy.model import MICRO
-from proxy.server.exchange import Exchange
-from proxy.server.services import Services
+from proxy.server.core.services import Services
+from proxy.server.pipeline.exchange import Exchange
 
 
 def check_quota(services: Services, ex: Exchange, use: tuple[int, int] | None = None) -> None:

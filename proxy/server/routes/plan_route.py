@@ -12,12 +12,14 @@ from proxy import anthropic
 from proxy.errors import ProxyError
 from proxy.items import Converted, is_responses_body, to_chat
 from proxy.planner import PlanOutcome, Refused
-from proxy.server import responses
-from proxy.server.auth import require_admin, resolve_policy
-from proxy.server.body_limits import INLINE_MAX_ITEMS, check_counts
-from proxy.server.chat_guards import checked_model, internal_error
-from proxy.server.exchange import Exchange
-from proxy.server.plan_step import (
+from proxy.server.core import responses
+from proxy.server.core.services import Services
+from proxy.server.dialects.responses import note_previous, report_json, rewritten
+from proxy.server.pipeline.auth import require_admin, resolve_policy
+from proxy.server.pipeline.body_limits import INLINE_MAX_ITEMS, check_counts
+from proxy.server.pipeline.chat_guards import checked_model, internal_error
+from proxy.server.pipeline.exchange import Exchange
+from proxy.server.pipeline.plan_step import (
     PLAN_INLINE_MAX_BYTES,
     checked_density,
     off_loop,
@@ -26,7 +28,7 @@ from proxy.server.plan_step import (
     tag_marks,
     tokenizer_for,
 )
-from proxy.server.request_body import (
+from proxy.server.pipeline.request_body import (
     check_chat_body,
     check_messages_body,
     check_responses_body,
@@ -34,8 +36,6 @@ from proxy.server.request_body import (
     parse_model_body,
     read_body,
 )
-from proxy.server.responses_api import note_previous, report_json, rewritten
-from proxy.server.services import Services
 
 
 async def context_plan(request: Request) -> Response:

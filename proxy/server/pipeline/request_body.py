@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from proxy.errors import BodyTimeout, BodyTooLarge, InvalidRequest
-from proxy.server.ready_now import ready_now
+from proxy.server.pipeline.ready_now import ready_now
 
 BODY_READ_TIMEOUT_S = 60.0
 

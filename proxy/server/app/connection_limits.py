@@ -10,7 +10,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from proxy.server.settings import Settings
+from proxy.server.core.settings import Settings
 
 # Sent before closing a connection whose head did not arrive in time (RFC 9110 15.5.9).
 _TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from proxy.planner import Kept, PlanMemo
 from proxy.policy import PolicyStore
 from proxy.relevance import TermIndex
-from proxy.server.books import Books
-from proxy.server.fair_slot import FairSlot
-from proxy.server.request_ids import RequestIds
-from proxy.server.settings import Settings
-from proxy.server.warmup import warm_tokenizers
+from proxy.server.core.books import Books
+from proxy.server.core.fair_slot import FairSlot
+from proxy.server.core.request_ids import RequestIds
+from proxy.server.core.settings import Settings
+from proxy.server.core.warmup import warm_tokenizers
 from proxy.summaries import Summarizer, open_store
 from proxy.tokens import ContextWindows, TokenCounter
 from proxy.upstream import Upstream

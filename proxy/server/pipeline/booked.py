@@ -11,7 +11,7 @@ from proxy.policy.model import MICRO
 
 if TYPE_CHECKING:
     from proxy.policy import Policy
-    from proxy.server.services import Services
+    from proxy.server.core.services import Services
     from proxy.telemetry import RequestTrace
     from proxy.usage import UsageRecord
     from proxy.usage.quotas import QuotaStatus
@@ -20,7 +20,7 @@ log = logging.getLogger("context_proxy.requests")
 
 
 class Booked(Protocol):
-    """The exchange's facts this step reads (proxy.server.exchange.Exchange)."""
+    """The exchange's facts this step reads (proxy.server.pipeline.exchange.Exchange)."""
 
     model: str
     policy: Policy | None

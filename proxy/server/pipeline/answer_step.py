@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 
 from proxy.errors import UpstreamUnreachable
-from proxy.server import responses
-from proxy.server.exchange import Exchange, estimate_completion
-from proxy.server.services import Services
+from proxy.server.core import responses
+from proxy.server.core.services import Services
+from proxy.server.pipeline.exchange import Exchange, estimate_completion
 from proxy.types import Tokenizer
 from proxy.upstream import StreamTap, UpstreamBroke, UpstreamResponse
 

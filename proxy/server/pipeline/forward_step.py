@@ -12,12 +12,12 @@ from starlette.responses import Response
 from proxy.errors import ProxyError
 from proxy.planner import PlanOutcome, Refused
 from proxy.policy import Policy, PolicySet
-from proxy.server import responses
-from proxy.server.auth import headers_not_forwarded, upstream_authorization
-from proxy.server.chat_guards import internal_error
-from proxy.server.disconnect import ClientGone
-from proxy.server.exchange import Exchange
-from proxy.server.services import Services
+from proxy.server.core import responses
+from proxy.server.core.services import Services
+from proxy.server.pipeline.auth import headers_not_forwarded, upstream_authorization
+from proxy.server.pipeline.chat_guards import internal_error
+from proxy.server.pipeline.disconnect import ClientGone
+from proxy.server.pipeline.exchange import Exchange
 from proxy.summaries import Lookup, SummaryTarget
 from proxy.types import Tokenizer
 from proxy.upstream import Timeouts, clean_headers

@@ -17,17 +17,20 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import InvalidRequest, NotFound, ProxyError
-from proxy.server import responses
-from proxy.server.auth import require_metrics_reader
-from proxy.server.chat import chat_completions
-from proxy.server.logs import configure_logging
-from proxy.server.messages_api import count_message_tokens, create_message
-from proxy.server.passthrough import forward
-from proxy.server.plan_route import context_plan
-from proxy.server.responses_api import create_response
-from proxy.server.route_paths import canonical_path
-from proxy.server.services import Services, open_services
-from proxy.server.settings import Settings
+from proxy.server.app.logs import configure_logging
+from proxy.server.app.route_paths import canonical_path
+from proxy.server.core import responses
+from proxy.server.core.services import Services, open_services
+from proxy.server.core.settings import Settings
+from proxy.server.dialects.chat import CHAT
+from proxy.server.dialects.messages import MESSAGES
+from proxy.server.dialects.responses import RESPONSES
+from proxy.server.pipeline.auth import require_metrics_reader
+from proxy.server.pipeline.dialect import Dialect
+from proxy.server.pipeline.pipeline import run
+from proxy.server.routes.count_tokens import count_message_tokens
+from proxy.server.routes.passthrough import forward
+from proxy.server.routes.plan_route import context_plan
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Container allocations between young-generation collections (CPython's default is 700).
@@ -73,6 +76,15 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def served(dialect: Dialect) -> Endpoint:
+    """The endpoint of a planned API: the pipeline, in its dialect."""
+
+    async def endpoint(request: Request) -> Response:
+        return await run(request, dialect)
+
+    return endpoint
 
 
 class ProxyApp(Starlette):
@@ -137,13 +149,14 @@ def create_app(settings: Settings) -> Starlette:
             note_sigterm(services)
             yield
 
+    chat, responses_api, messages = served(CHAT), served(RESPONSES), served(MESSAGES)
     direct: dict[str, Endpoint] = {
-        "/v1/chat/completions": chat_completions,
-        "/chat/completions": chat_completions,
-        "/v1/responses": create_response,
-        "/responses": create_response,
-        "/v1/messages": create_message,
-        "/messages": create_message,
+        "/v1/chat/completions": chat,
+        "/chat/completions": chat,
+        "/v1/responses": responses_api,
+        "/responses": responses_api,
+        "/v1/messages": messages,
+        "/messages": messages,
         "/v1/messages/count_tokens": count_message_tokens,
         "/messages/count_tokens": count_message_tokens,
         "/v1/context/plan": context_plan,

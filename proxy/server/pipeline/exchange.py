@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proxy.policy.model import MICRO
-from proxy.server.booked import after_booking, charge_spend, let_go_holds
-from proxy.server.request_ids import new_request_id
-from proxy.server.responses import header_value
+from proxy.server.core.request_ids import new_request_id
+from proxy.server.core.responses import header_value
+from proxy.server.pipeline.booked import after_booking, charge_spend, let_go_holds
 from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES, Cache, billed, policy_model
 from proxy.types import Level, Tokenizer
 from proxy.usage import OTHER, UsageRecord, level_for, utc_iso
@@ -21,7 +21,7 @@ _LEVELS = {level: level.value.encode("ascii") for level in Level}
 if TYPE_CHECKING:
     from proxy.planner import PlanOutcome
     from proxy.policy import Policy
-    from proxy.server.services import Services
+    from proxy.server.core.services import Services
     from proxy.telemetry import RequestTrace
     from proxy.usage import QuotaStatus
 

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from proxy.errors import InvalidRequest, PlanFailed, ProxyError
 from proxy.planner import ExtraSummary, PlanOutcome, plan_request, unplanned
 from proxy.policy import Policy
-from proxy.server.body_limits import check_density, needs_exact_count
-from proxy.server.body_shape import shape_problem
-from proxy.server.services import Services
+from proxy.server.core.services import Services
+from proxy.server.pipeline.body_limits import check_density, needs_exact_count
+from proxy.server.pipeline.body_shape import shape_problem
 from proxy.summaries import Lookup
 from proxy.tokens import ChatTokenizer
 from proxy.usage import InclusionLog, carries_ids, inclusion_line

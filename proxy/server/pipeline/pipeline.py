@@ -1,0 +1,105 @@
+"""The pipeline of every planned API, top to bottom: who is calling, the body and its
+limits, the model, the quota, the tokenizer, the plan, the quota again with what the
+request may use, the payload, the target, the upstream call, and the answer relayed or
+finished; any failure on the way a usage row and an error in the API's shape. A dialect
+(dialect.py) says what differs between APIs; each step here runs once per request."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.server.core import responses
+from proxy.server.core.services import Services
+from proxy.server.pipeline.answer_step import finish_plain, relay_stream
+from proxy.server.pipeline.auth import resolve_policy
+from proxy.server.pipeline.chat_guards import checked_model
+from proxy.server.pipeline.dialect import Dialect, Flight
+from proxy.server.pipeline.disconnect import cancel_on_disconnect
+from proxy.server.pipeline.exchange import Exchange
+from proxy.server.pipeline.forward_step import failed, summarize_later, traced
+from proxy.server.pipeline.plan_step import checked_density, plan, tag_marks, tokenizer_for
+from proxy.server.pipeline.quota_step import check_quota, expected_use, hold_in_fleet
+from proxy.server.pipeline.request_body import read_body
+from proxy.summaries import SummaryTarget
+from proxy.tokens import ChatTokenizer, cost_in_text
+
+
+async def run(request: Request, dialect: Dialect) -> Response:
+    """Serve one request of `dialect`'s API."""
+    services: Services = request.app.state.services
+    ex = Exchange(services.ids.next())
+    if services.tracing is not None:
+        ex.trace = services.tracing.begin(request.headers)
+    ex.api = dialect.api
+    try:
+        policies = services.policies.current
+        # Who is calling, and where it would go, before reading a byte of the body: a
+        # refused caller's body is neither read nor recorded.
+        ex.policy = policy = resolve_policy(policies, request.headers)
+        base = dialect.upstream_base(services, policy)
+        flight = Flight(await read_body(request, services.settings.max_body_bytes))
+        raw = flight.raw
+        await checked_density(services, policy.team, raw)
+        flight.body = body = dialect.parse(raw)
+        flight.entries = dialect.count_entries(body, len(raw))
+        ex.model, ex.stream = checked_model(body), body.get("stream") is True
+        check_quota(services, ex)
+        ex.count_upstream, ex.countable = base, cost_in_text(body)
+        tokenizer = await tokenizer_for(services, ex.model, policy, base)
+        ex.count_factor = tokenizer.factor
+        flight.big = dialect.is_big(flight)
+        flight.neutral = neutral = await dialect.to_neutral(services, policy.team, flight)
+        if dialect.summaries:  # summaries made earlier: looked up, never waited for
+            flight.cached = await services.summaries.lookup(policy, neutral.body)
+        ex.outcome = flight.outcome = await plan(
+            services, policy, neutral.body, tokenizer, len(raw), flight.cached, ex.request_id,
+            tags=tag_marks(raw),
+        )  # fmt: skip
+        dialect.after_plan(flight)
+        use = expected_use(flight.outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
+        check_quota(services, ex, use)
+        await hold_in_fleet(services, ex)
+        flight.payload = await dialect.payload(services, ex, flight)
+        target = traced(dialect.target(services, request.headers, policies, policy), ex)
+        ex.upstream_started = time.perf_counter()
+        async with cancel_on_disconnect(request):
+            upstream = await services.upstream.send(
+                "POST", target.url, target.headers, flight.payload, target.timeouts, ex.stream
+            )
+            ex.answered = 200 <= upstream.status < 300
+            if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
+                summarize(services, dialect, ex, flight, target, tokenizer)
+                tap = dialect.tap(flight)
+                events = relay_stream(services, ex, upstream, tokenizer, tap, dialect.error_event)
+                return responses.streamed(200, upstream.headers, events, ex.context_headers())
+            answer = await upstream.read()
+        ex.upstream_ended = time.perf_counter()
+    except Exception as exc:  # refused, gone, or a bug: a usage row, in the API's shape
+        return dialect.answer_failure(failed(services, ex, exc), ex)
+    response = finish_plain(
+        services, ex, upstream, answer, tokenizer, dialect.text_of, dialect.usage_of
+    )
+    if 200 <= response.status_code < 300:
+        summarize(services, dialect, ex, flight, target, tokenizer)
+    response.keep = flight  # what the request held, freed once the answer is out
+    return response
+
+
+def summarize(
+    services: Services,
+    dialect: Dialect,
+    ex: Exchange,
+    flight: Flight,
+    target: SummaryTarget,
+    tokenizer: ChatTokenizer,
+) -> None:
+    """Summaries of what the plan dropped, for a dialect that has them, made in the
+    background at the same upstream (as chat completions)."""
+    if not dialect.summaries or flight.cached is None or flight.outcome is None:
+        return
+    assert ex.policy is not None
+    where = dialect.summary_target(services, ex.policy, target)
+    summarize_later(services, flight.cached, flight.outcome, where, tokenizer)
