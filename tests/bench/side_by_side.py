@@ -1,7 +1,11 @@
 """Benchmark step 4: the proxy's CPU per request against the relay's, in alternating rounds.
 
 Run: /work/venv/bin/python tests/bench/side_by_side.py [--rounds 5] [--seconds 2]
-     [--connections 16] [--output results/side_by_side.json]
+     [--connections 16] [--output results/side_by_side.json] [--baseline CHECKOUT]
+
+With --baseline (a checkout of an earlier commit, e.g. a `git worktree`), the reference is
+that commit's proxy instead of the relay: a change's CPU per request against the code
+before it, in the same alternating rounds.
 
 overhead.py measures one target after the other; on a machine shared with other work the
 load changes between them, and the ratio with it. Here both servers (relay.py and
@@ -89,6 +93,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--output", type=Path, default=HERE / "results" / "side_by_side.json")
+    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy is the reference")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "machine": machine(),
@@ -97,7 +102,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-side-") as name:
         tmp = Path(name)
         up = fake_upstream(tmp).start()
-        servers = {"relay": relay(tmp, up.port), "proxy": context_proxy(tmp, up.port, 1)}
+        reference = relay(tmp, up.port)
+        if args.baseline is not None:  # the same proxy command, run from the other checkout
+            reference = context_proxy(tmp, up.port, 1)
+            reference.env = {"PYTHONPATH": str(args.baseline.resolve())}
+            reference.name = "baseline"
+        servers = {"relay": reference, "proxy": context_proxy(tmp, up.port, 1)}
         try:
             for server in servers.values():
                 server.start()
@@ -113,8 +123,9 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     print(f"\nwrote {args.output}\n")
+    ref = "relay" if args.baseline is None else "baseline"
     print(
-        f"| mode | relay µs/req | proxy µs/req | proxy ÷ relay (median of {args.rounds} pairs) "
+        f"| mode | {ref} µs/req | proxy µs/req | proxy ÷ {ref} (median of {args.rounds} pairs) "
         "| pair ratios |\n|---|---|---|---|---|"
     )
     for mode in ("plain", "stream"):
