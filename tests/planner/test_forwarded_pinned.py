@@ -38,19 +38,19 @@ POLICIES = {
 }
 WINDOWS = (500, 1000, 2000, 4000, 8000, 100_000)
 PINNED = {
-    "default/500": "966cabd270ad35b0",
+    "default/500": "d2c1a8ed7e5c7e8a",
     "default/1000": "36875ff127da14db",
     "default/2000": "184d99b9fea1d325",
     "default/4000": "64e8a5bdb9a2912d",
     "default/8000": "58ccb0da60413677",
     "default/100000": "ac39c6ce502f3554",
-    "recency/500": "966cabd270ad35b0",
+    "recency/500": "d2c1a8ed7e5c7e8a",
     "recency/1000": "36875ff127da14db",
     "recency/2000": "693193d30202015f",
     "recency/4000": "4c0ef7d5c8bcb551",
     "recency/8000": "fa191573eb803b6b",
     "recency/100000": "ac39c6ce502f3554",
-    "report/500": "966cabd270ad35b0",
+    "report/500": "d2c1a8ed7e5c7e8a",
     "report/1000": "36875ff127da14db",
     "report/2000": "92b0e90a7ea8e2b4",
     "report/4000": "d51597acafc61eb7",

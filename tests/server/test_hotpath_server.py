@@ -147,7 +147,7 @@ def test_reading_a_body_enters_no_asyncio_timeout_and_still_times_out() -> None:
     from starlette.requests import Request
 
     from proxy.errors import BodyTimeout
-    from proxy.server import request_body
+    from proxy.server.pipeline import request_body
 
     def request(stall: bool) -> Request:
         sent = False

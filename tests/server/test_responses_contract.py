@@ -98,7 +98,7 @@ def test_other_responses_routes_pass_through(proxy: RunningProxy, upstream: Fake
 def test_a_failed_write_back_forwards_the_request_as_it_came(
     start_proxy: Any, policies_dir: Path, upstream: FakeUpstream, monkeypatch: Any
 ) -> None:
-    from proxy.server import responses_api
+    from proxy.server.dialects import responses as responses_api
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("secret request text")
