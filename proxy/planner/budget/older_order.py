@@ -64,7 +64,14 @@ def order_older(state: PlanState, choices: Choices) -> None:
                 merit = _trail_weighted(layout, [items[c] for c in older], merit)
             state.older_merits = tuple(older), merit, positions
         costs = [choices.cost[c] for c in older]
-        values = per_token(merit, costs)
+        layout = state.layout
+        if layout.agent or layout.commands:
+            # An agent's older units by merit per token: what it read is worth its size
+            # (a whole file the next step edits), not favoured for being short as a
+            # chat's lines are (per square root). Claude Code set at 32k: 0.723 -> 0.766.
+            values = [m / max(c, 1) for m, c in zip(merit, costs, strict=True)]
+        else:
+            values = per_token(merit, costs)
         sequence = keep_order(values, positions, history.neighbors)
         ordered = [older[j] for j in sequence]
         for c in older:
