@@ -57,14 +57,14 @@ def report_teams(agg: Aggregate) -> set[str]:
     return teams | {team for team, _ in agg.tally.spend} | set(agg.tally.errors)
 
 
-def team_colours(agg: Aggregate) -> TeamColours:
-    """The report's teams ranked by their tokens (every team any panel shows, also those
+def team_colours(agg: Aggregate, teams: set[str]) -> TeamColours:
+    """The report's `teams` ranked by their tokens (every team any panel shows, also those
     with none: a team whose every request failed still has its colour)."""
     totals: dict[str, float] = {}
     for per in agg.day_team_tokens.values():
         for team, n in per.items():
             totals[team] = totals.get(team, 0) + n
-    return TeamColours.ranked(totals, report_teams(agg))
+    return TeamColours.ranked(totals, teams)
 
 
 def render_page(
@@ -76,9 +76,10 @@ def render_page(
     util_bin: float,
 ) -> str:
     """The whole dashboard as one HTML string: inline CSS and SVG, nothing fetched."""
-    colours = team_colours(agg)
+    every = report_teams(agg)
+    colours = team_colours(agg, every)
     chart_days, teams = tokens_per_day(agg.day_team_tokens, colours)
-    sets = threshold_sets(thresholds, report_teams(agg))
+    sets = threshold_sets(thresholds, every)
     quota = panels.render(agg.tally, thresholds, colours)
     spend = spend_panels.render(agg.tally.spend, colours)
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -112,18 +112,7 @@ def test_concurrent_requests_cannot_overshoot_a_hard_quota(
     proxy = start_proxy()
     upstream.mode, upstream.delay_s = "sized_usage", 0.5
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "lorem " * 800}]}
-
-    async def run() -> list[int]:
-        async with httpx.AsyncClient(timeout=30) as http:
-            answers = await asyncio.gather(
-                *(
-                    http.post(proxy.url + "/v1/chat/completions", headers=AUTH, json=body)
-                    for _ in range(60)
-                )
-            )
-            return [a.status_code for a in answers]
-
-    statuses = asyncio.run(run())
+    statuses = _burst(proxy, body, 60, AUTH)
     assert statuses.count(200) >= 1 and statuses.count(429) >= 50
     rows = usage_rows(proxy, at_least=60)
     charged = [r["total_tokens"] for r in rows if r["status"] == 200]

@@ -83,7 +83,16 @@ def plan_anchored(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | 
     room = min(budget - result.tokens_after, int(share * budget))
     if room >= MIN_ROOM:
         recall = with_recall(run, counted, anchored, room, plan_at)
-    result = anchored.result
+    return anchored_outcome(layout, counted, anchored, recall)
+
+
+def anchored_outcome(
+    layout: Layout, counted: Counted, anchored: Anchored, recall: Recall | None
+) -> PlanOutcome:
+    """The request's outcome from a plan anchored at a step boundary: the tail's plan as
+    sent, counted from the request as it came, with the head's cuts and everyone's
+    problems."""
+    head, result = anchored.head, anchored.result
     problems = list(dict.fromkeys([*layout.problems, *head.problems, *result.problems]))
     return replace(
         result,

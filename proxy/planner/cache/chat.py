@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from proxy.planner.budget import count_forwarded, turns_placeholder
-from proxy.planner.cache.agent import anchored_report
+from proxy.planner.cache.agent import anchored_outcome
 from proxy.planner.cache.agent_recall import Anchored, Recall
 from proxy.planner.cache.plan_at import PlanAt
 from proxy.planner.cache.stable_cut import boundary, step_of
@@ -88,21 +88,7 @@ def plan_stable(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | No
     at, head, planned, tail, result = found
     anchored = Anchored(at, step, head, planned, tail, result)
     recall = _recall(run, counted, anchored, plan_at, budget - result.tokens_after, turns)
-    result = anchored.result
-    problems = list(dict.fromkeys([*layout.problems, *head.problems, *result.problems]))
-    return replace(
-        result,
-        changed=True,
-        tokens_before=counted.before,
-        dropped=head.dropped,
-        truncated=head.truncated,
-        summarized=head.summarized,
-        deduped=head.deduped,
-        trimmed=head.trimmed,
-        cleared=head.cleared,
-        problems=problems,
-        make_report=anchored_report(counted, anchored, recall, problems),
-    )
+    return anchored_outcome(layout, counted, anchored, recall)
 
 
 def _head(run: Run, counted: Counted, plan_at: PlanAt, at: int, budget: int) -> PlanOutcome | None:

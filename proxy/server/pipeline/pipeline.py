@@ -47,9 +47,11 @@ async def run(request: Request, dialect: Dialect) -> Response:
         flight.entries = dialect.count_entries(body, len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
-        ex.count_upstream, ex.countable = base, cost_in_text(body)
+        ex.count_upstream = base
         tokenizer = await tokenizer_for(services, ex.model, policy, base)
         ex.count_factor = tokenizer.factor
+        if tokenizer.estimated:  # only an estimate is calibrated: an exact count skips the walk
+            ex.countable = cost_in_text(body)
         flight.big = dialect.is_big(flight)
         flight.neutral = neutral = await dialect.to_neutral(services, policy.team, flight)
         if dialect.summaries:  # summaries made earlier: looked up, never waited for
