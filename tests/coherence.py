@@ -4,16 +4,25 @@ follow what it gets?
 The request's history (after its setup, before the current turn) is read as turns: a
 user message (the question) and what follows it up to the next user message (the reply,
 and any tool exchanges between); what follows the setup before the first question answers
-the setup's own. Each original message is found in the forwarded request (the
-order is kept, so one pass pairs them) in one of its forms: whole, cut (its head kept),
-masked (a `[context-proxy: …]` placeholder in its place) or gone. Then, per request:
+the setup's own. A system or developer message there (a summary) is in no turn. A text agent's step is read as a tool exchange: an assistant message
+that ends with a shell command in a fenced block (its call) and the user message right
+after it (what the command printed, or what the agent's harness said of it: no person
+speaking). Each original message is found in the forwarded request (the order is kept, so
+one pass pairs them) in one of its forms: whole, cut (its head kept), masked (a
+`[context-proxy: …]` placeholder in its place) or gone. Then, per request:
 
 - split turns: a question forwarded with none of the reply that followed it (or with its
-  final answer gone), or part of a reply forwarded without its question;
-- previous turn kept: the newest history turn's question and reply both forwarded, in any
-  form (None when the request has no history turn);
+  final answer gone), part of a reply forwarded without its question, or a text agent's
+  command without its output (or the output without its command);
+- previous turn kept: the newest history turn's question forwarded and its final answer
+  as text a model can read (whole or cut, never a placeholder); for a turn of steps or
+  tool exchanges with no final answer, its newest step with its output's text (None when
+  the request has no history turn);
 - recency inverted: one of the newest three turns gone (its question, or its reply) while
-  an older turn is forwarded whole, where those three fit in half the budget.
+  an older turn is forwarded whole, where those three fit in half the budget;
+- newest reply omitted: one of the newest three turns with its final answer masked or
+  gone (or the turn gone) while an older turn is forwarded whole, where those three fit in
+  half the budget.
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ from typing import Any
 
 Msg = dict[str, Any]
 PROXY = "[context-proxy:"  # a placeholder, a recall, an omitted-turns marker
+CLEARED = "[context-proxy: result of"  # a text agent's output cleared, in its place
 _HEAD = 64
 NEWEST = 3
+_OPERATOR = ("system", "developer")
 
 WHOLE, CUT, MASKED, GONE = "whole", "cut", "masked", "gone"
 
@@ -36,6 +47,35 @@ class Coherence:
     split: int
     previous: bool | None  # None: no history turn
     inverted: bool
+    newest_omitted: bool = False
+
+
+_FENCED_COMMAND = re.compile(r"```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n[\s\S]*```\s*\Z")
+
+
+def is_command(m: Msg) -> bool:
+    """An assistant message that ends with a shell command in a fenced block (a text
+    agent's action)."""
+    content = m.get("content")
+    return (
+        m.get("role") == "assistant"
+        and not m.get("tool_calls")
+        and isinstance(content, str)
+        and _FENCED_COMMAND.search(content[-4000:]) is not None
+    )
+
+
+def observations(messages: Sequence[Msg]) -> set[int]:
+    """The user messages that answer a text agent's command (the one right after it), in
+    a request whose assistant messages mostly end with one (a chat whose answer ends with
+    a shell snippet is no text agent)."""
+    replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
+    commands = [k for k in replies if is_command(messages[k])]
+    if 2 * len(commands) <= len(replies):
+        return set()
+    return {
+        k + 1 for k in commands if k + 1 < len(messages) and messages[k + 1].get("role") == "user"
+    }
 
 
 def is_question(m: Msg) -> bool:
@@ -61,8 +101,8 @@ def _form(original: Msg, sent: Msg) -> str | None:
         return WHOLE
     if sent.get("role") != original.get("role"):
         return None
-    made = sent.get("role") == "user" and str(sent.get("content") or "").startswith(PROXY)
-    if made:
+    text = str(sent.get("content") or "")
+    if sent.get("role") == "user" and text.startswith(PROXY) and not text.startswith(CLEARED):
         return None  # a marker or a recall: the proxy's, in a user message
     if sent.get("tool_call_id") != original.get("tool_call_id"):
         return None
@@ -85,10 +125,28 @@ def _key(m: Msg) -> tuple[Any, ...]:
     return (m.get("role"), m.get("tool_call_id"), _call_ids(m), str(m.get("content") or ""))
 
 
+def _unmerged(m: Msg) -> Msg:
+    """A user message as it stood before the proxy merged its own text into it (a marker
+    or a recall joined to the next user message, as Messages bodies need): its text parts
+    but the proxy's, as one string when one part is left."""
+    content = m.get("content")
+    if m.get("role") != "user" or not isinstance(content, list):
+        return m
+    parts = [p for p in content if isinstance(p, dict)]
+    texts = [p.get("text") for p in parts if p.get("type") == "text"]
+    if len(texts) != len(parts) or not any(str(t).startswith(PROXY) for t in texts):
+        return m
+    own = [str(t) for t in texts if not str(t).startswith(PROXY)]
+    if len(own) != 1:
+        return m
+    return {**m, "content": own[0]}
+
+
 def forms(messages: Sequence[Msg], out: Sequence[Msg]) -> list[str]:
     """Each original message's form in `out` (whole, cut, masked, gone). Messages sent as
     the very objects that came are paired first; the others are looked for between them,
     a message sent as it came before one that only opens alike."""
+    out = [_unmerged(m) for m in out]
     found = [GONE] * len(messages)
     index = {id(m): k for k, m in enumerate(messages)}
     anchors: list[int | None] = []
@@ -126,6 +184,7 @@ class Turn:
     question: list[int]  # empty for the reply to the setup's own question
     rest: list[int]
     replies: list[int]  # its plain assistant messages (the last: its final answer)
+    steps: list[tuple[int, int]]  # a text agent's steps in it: (command, output)
 
     @property
     def answer(self) -> int | None:
@@ -136,24 +195,55 @@ def history_turns(
     messages: Sequence[Msg], setup: int, question: Callable[[Msg], bool] = is_question
 ) -> tuple[list[Turn], int]:
     """The history's turns (oldest first) and where the current turn starts."""
-    asks = [k for k in range(setup, len(messages)) if question(messages[k])]
+    outputs = observations(messages)
+    asks = [k for k in range(setup, len(messages)) if k not in outputs and question(messages[k])]
     current = asks[-1] if asks else len(messages)
     turns: list[Turn] = []
     k = setup
     while k < current:
         q: list[int] = []
-        if question(messages[k]):
+        if k in asks:
             q.append(k)
             k += 1
         rest: list[int] = []
-        while k < current and not question(messages[k]):
-            rest.append(k)
+        while k < current and k not in asks:
+            if messages[k].get("role") not in _OPERATOR:  # a summary there: a part of its own
+                rest.append(k)
             k += 1
+        steps = [(i, i + 1) for i in rest if i + 1 in outputs and i + 1 < current]
+        commands = {i for i, _ in steps}
         plain = [
-            i for i in rest if messages[i].get("role") == "assistant" and not _call_ids(messages[i])
+            i
+            for i in rest
+            if messages[i].get("role") == "assistant"
+            and not _call_ids(messages[i])
+            and i not in commands
         ]
-        turns.append(Turn(q, rest, plain))
+        turns.append(Turn(q, rest, plain, steps))
     return turns, current
+
+
+def _readable(form: str) -> bool:
+    return form in (WHOLE, CUT)
+
+
+def _previous_kept(turn: Turn, found: list[str], messages: Sequence[Msg]) -> bool:
+    """The newest turn kept as text a model can read: its question, and its final answer
+    (whole or cut); a turn with no final answer, its newest step or tool exchange with its
+    output's text."""
+    if turn.question and not any(found[i] != GONE for i in turn.question):
+        return False
+    if turn.answer is not None:
+        return _readable(found[turn.answer])
+    if turn.steps:
+        command, output = turn.steps[-1]
+        return found[command] != GONE and _readable(found[output])
+    results = [i for i in turn.rest if messages[i].get("role") == "tool"]
+    if results:
+        newest = messages[results[-1]].get("tool_call_id")
+        same = [i for i in results if messages[i].get("tool_call_id") == newest]
+        return all(_readable(found[i]) for i in same)
+    return not turn.rest or any(found[i] != GONE for i in turn.rest)
 
 
 def coherence(
@@ -168,33 +258,42 @@ def coherence(
     turns, _ = history_turns(messages, setup, question)
     split = 0
     kept: list[bool] = []  # per turn: any of it forwarded
+    readable: list[bool] = []  # per turn: its question, and its final answer as text
     whole: list[bool] = []
     for turn in turns:
         q_kept = not turn.question or any(found[i] != GONE for i in turn.question)
+        in_steps = {i for step in turn.steps for i in step}
+        said = [i for i in turn.rest if i not in in_steps]
         r_kept = any(found[i] != GONE for i in turn.rest)
         # One placeholder may stand for a whole reply of several messages.
         answered = turn.answer is None or any(found[i] in (WHOLE, CUT) for i in turn.replies[-1:])
         answered = answered or any(found[i] == MASKED for i in turn.replies)
         if turn.question and not q_kept:
             split += r_kept  # a reply without its question
-        elif turn.rest and (not r_kept or not answered):
+        elif said and (not any(found[i] != GONE for i in said) or not answered):
             split += 1  # a question without the reply that followed it
+        elif not said and turn.rest and not r_kept:
+            split += 1  # a question whose steps are all gone
+        # A text agent's step: its command and its output go together.
+        split += sum((found[c] == GONE) != (found[o] == GONE) for c, o in turn.steps)
         kept.append(q_kept and (not turn.rest or (r_kept and answered)))
+        readable.append(
+            q_kept
+            and (not turn.rest or r_kept)
+            and (turn.answer is None or _readable(found[turn.answer]))
+        )
         whole.append(all(found[i] == WHOLE for i in (*turn.question, *turn.rest)))
     asked = [t for t in range(len(turns)) if turns[t].question]
-    previous = None
-    if turns:
-        last = turns[-1]
-        previous = (not last.question or any(found[i] != GONE for i in last.question)) and (
-            not last.rest or any(found[i] != GONE for i in last.rest)
-        )
-    inverted = False
+    previous = _previous_kept(turns[-1], found, messages) if turns else None
+    inverted = omitted = False
     newest = asked[-NEWEST:]
     if newest:
         size = sum(cost(messages[i]) for t in newest for i in (*turns[t].question, *turns[t].rest))
-        if 2 * size <= budget and any(not kept[t] for t in newest):
-            inverted = any(whole[t] for t in asked if t < newest[0])
-    return Coherence(split, previous, inverted)
+        older_whole = any(whole[t] for t in asked if t < newest[0])
+        if 2 * size <= budget and older_whole:
+            inverted = any(not kept[t] for t in newest)
+            omitted = any(not readable[t] for t in newest)
+    return Coherence(split, previous, inverted, omitted)
 
 
 _OMITTED = re.compile(r"\[context-proxy: (\d+) earlier turns? omitted\]")

@@ -61,6 +61,7 @@ BEGIN, END = "<!-- bench_quality: begin -->", "<!-- bench_quality: end -->"
 MODEL = "gpt-4o"
 BUDGETS = {
     "locomo": (4000, 8000),
+    "locomo-tagged": (4000, 8000),
     "realmem": (16000, 32000),
     "tau-airline": (2800, 3500),  # 2,800: most decision points over the budget
     "agent-runs": (16000, 32000),
@@ -95,6 +96,7 @@ class Tally:
     with_previous: int = 0  # answered trimmed requests with a history turn
     previous: int = 0  # ... whose previous turn was forwarded
     inverted: int = 0  # requests where one of the newest turns went before an older one
+    omitted: int = 0  # ... where one of the newest replies was masked or gone before an older turn
 
     def row(self, replay: bool) -> dict[str, Any]:
         n = max(self.trimmed, 1)
@@ -197,6 +199,7 @@ def run_stream(
         tally.with_previous += seen.previous is not None
         tally.previous += bool(seen.previous)
         tally.inverted += seen.inverted
+        tally.omitted += seen.newest_omitted
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
@@ -255,7 +258,7 @@ def run(
                     f"refused {row['refused']} cached {row['cached_share']} "
                     f"cost {row['openai']:.0f}/{row['anthropic']:.0f} "
                     f"split {row['split_per_request']} prev {row['previous_share']} "
-                    f"inverted {row['inverted']} "
+                    f"inverted {row['inverted']} newest-omitted {row['omitted']} "
                     f"({row['trimmed']} trimmed, {row['seconds']:.0f} s)",
                     flush=True,
                 )
@@ -276,9 +279,9 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "| data set | budget | method | trimmed requests | evidence recall | fits | "
         "setup kept | refused | split turns / request | previous turn kept | "
-        "recency inverted | cached share (replays) | input cost, OpenAI | "
-        "input cost, Anthropic |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "recency inverted | newest reply omitted | cached share (replays) | "
+        "input cost, OpenAI | input cost, Anthropic |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def figure(value: float | None) -> str:
@@ -291,7 +294,7 @@ def table(results: dict[str, Any]) -> str:
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
                     f"{r['recall']:.3f} | {r['fits_share']:.3f} | {r['setup_share']:.3f} | "
                     f"{r['refused']} | {r['split_per_request']:.2f} | "
-                    f"{r['previous_share']:.3f} | {r['inverted']} | "
+                    f"{r['previous_share']:.3f} | {r['inverted']} | {r['omitted']} | "
                     f"{figure(r['cached_share'])} | {figure(r.get('openai_cost'))} | "
                     f"{figure(r.get('anthropic_cost'))} |"
                 )

@@ -69,9 +69,19 @@ def _key(m: Msg) -> tuple[Any, ...]:
 
 
 def setup_kept(messages: Sequence[Msg], out: Sequence[Msg]) -> bool:
-    """Whether every message of the request's setup is forwarded as it came."""
+    """Whether every message of the request's setup is forwarded as it came (but for the
+    operator's messages tagged with a section of their own: a summary is not the setup)."""
     same = {_key(m) for m in out}
-    return all(_key(m) in same for m in messages[: setup_length(messages)])
+    return all(
+        _key(m) in same
+        for m in messages[: setup_length(messages)]
+        if not (m.get("role") in ("system", "developer") and _own_section(m))
+    )
+
+
+def _own_section(m: Msg) -> bool:
+    tag = m.get("x_context")
+    return isinstance(tag, dict) and bool(tag.get("section") or tag.get("summary_of"))
 
 
 def keep_newest(body: dict[str, Any], tok: Any, budget: int) -> list[Msg] | None:

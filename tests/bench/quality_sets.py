@@ -8,6 +8,8 @@ place from ../shared/data/ (each folder's README gives source and license).
 - locomo: LoCoMo's ten conversations replayed turn by turn (cached share), and each
   annotated question (categories 1-4) asked at the end of its conversation (evidence:
   the annotated turns).
+- locomo-tagged: the same, tagged as a client with its own memory sends it: each session
+  a cluster, and its summary sent once it ended (locomo_tagged.py).
 - realmem: RealMem's ten long assistant chats replayed user turn by user turn; a query
   turn's evidence is the turns behind the memory items its answer used.
 - tau-airline: the tool-calling customer-service runs, at every assistant message; the
@@ -382,6 +384,7 @@ def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
 
 SETS = {
     "locomo": locomo,
+    "locomo-tagged": lambda limit=0: _locomo_tagged(limit),
     "realmem": realmem,
     "tau-airline": tau_airline,
     "agent-runs": agent_runs,
@@ -398,6 +401,12 @@ def _claude_code(limit: int) -> list[Stream]:
     from claude_code_set import claude_code  # it builds on this module's types
 
     return claude_code(limit)
+
+
+def _locomo_tagged(limit: int) -> list[Stream]:
+    from locomo_tagged import locomo_tagged  # it builds on this module's types
+
+    return locomo_tagged(limit)
 
 
 def _techqa(limit: int) -> list[Stream]:

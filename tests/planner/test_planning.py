@@ -483,8 +483,12 @@ def test_summary_takes_the_place_of_the_first_dropped_member() -> None:
     assert "x_context" not in fwd[summary]
     assert out.summarized > 0
     assert any(it.action == "summary-inserted" for it in out.report.items)
-    # it sits where the first dropped member was: right after what was kept before it
-    assert summary == 1
+    # it sits where the first dropped member was: right after what was kept before it (the
+    # opening's answer), before the marker of the turns it stands for
+    assert [m.get("content") for m in fwd[summary - 1 : summary + 2 : 2]] == [
+        "Hello!",
+        "[context-proxy: 5 earlier turns omitted]",
+    ]
     assert out.tokens_after <= out.budget
 
 

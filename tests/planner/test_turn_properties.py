@@ -8,8 +8,9 @@ limits and policies. Whatever is cut, checked from the forwarded messages alone:
   reply or an exchange never without its question, the setup never without its answer;
 - the previous turn is always forwarded, question and reply;
 - every stretch of omitted turns is marked once, where it was, with how many it holds;
-- the newest turns first: none of the newest three is omitted while an older one is
-  forwarded whole, unless they do not fit in half the room the required parts leave;
+- the newest turns first: the newest `keep_recent` turns are forwarded whole while they fit
+  in half the room the required parts leave, and the previous turn's reply is text (whole
+  or cut at its head and end), never its placeholder, where the room holds a little of it;
 - it fits: within the budget, or its required parts alone within the window less the
   answer's reserve; calls and results stay paired; order is kept.
 """
@@ -205,29 +206,36 @@ def check(chat: Chat, policy: Policy, window: int, answer: int, tokenizer: Token
     for n, x in enumerate(fwd):  # a marker stands before the turn after its stretch
         if MARKER.match(str(x.get("content"))):
             assert x["role"] == "user" and (n + 1 == len(fwd) or fwd[n + 1]["role"] == "user")
-    # The newest first: with room for them, the newest three of the `keep_recent` newest
-    # are never the ones omitted while an older turn goes whole (with keep_recent 0,
-    # relevance alone ranks all but the previous turn).
-    asked = [n for n, t in enumerate(history) if t.question]
-    keep = min(3, policy.history.keep_recent)
-    newest = asked[-keep:] if keep else []
+    # The newest first: the newest `keep_recent` turns (the previous one at least) are
+    # forwarded whole while they fit in half the room the required parts leave; the
+    # previous turn's reply is text (whole or cut), never its placeholder, where the room
+    # holds a little of it.
     required = sum(tokenizer.count_message(m) for m in msgs[: chat.setup])
     required += sum(tokenizer.count_message(m) for m in msgs[chat.current :])
-    room = out.budget - required - 3
-    if history:  # the previous turn (at most whole) and the opening's placeholder
+    room = out.budget - required - tokenizer.count_request_overhead(body)
+    said = [n for n, t in enumerate(history) if t.question or t.replies]
+    newest = said[-max(policy.history.keep_recent, 1) :] if said else []
+
+    def size(t: Turn) -> int:  # its question and reply, as the planner pins them
+        asked = [i for i in t.rest if i not in t.replies and msgs[i]["role"] != "tool"]
+        asked = [i for i in asked if not msgs[i].get("tool_calls")]
+        return sum(tokenizer.count_message(msgs[i]) for i in (*t.question, *asked, *t.replies))
+
+    def text(i: int) -> bool:  # forwarded as text a model can read: whole or cut
+        sent = present.get(key(msgs, i))
+        return sent is not None and not str(sent.get("content")).startswith(PLACEHOLDER)
+
+    if newest and sum(size(history[n]) for n in newest) <= room // 2:
+        for n in newest:
+            for i in (*history[n].question, *history[n].replies):
+                assert present.get(key(msgs, i)) == msgs[i], "one of the newest turns not whole"
+    if history and history[-1].replies and room - size(history[-1]) > 0:
+        assert any(text(i) for i in history[-1].replies), "the previous reply as a placeholder"
+    elif history and history[-1].replies and room > 200:
         last = history[-1]
-        room -= sum(tokenizer.count_message(msgs[i]) for i in (*last.question, *last.rest))
-        room -= 20
-    need = sum(tokenizer.count_message(msgs[i]) + 24 for n in newest for i in history[n].question)
-    if newest and any(not kept[n] for n in newest) and 2 * need <= room:
-        whole = [
-            all(
-                key(msgs, i) in present and present[key(msgs, i)] == msgs[i]
-                for i in t.question + t.rest
-            )
-            for t in history
-        ]
-        assert not any(whole[n] for n in asked if n < newest[0]), "recency inverted"
+        question = sum(tokenizer.count_message(msgs[i]) for i in last.question)
+        if room - min(question, 140) > 120:
+            assert any(text(i) for i in last.replies), "the previous reply as a placeholder"
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -57,6 +57,7 @@ def check_turns(original: list[dict[str, Any]], forwarded: list[dict[str, Any]])
     assert seen.split == 0, "a turn split"
     assert seen.previous, "the previous turn left out"
     assert not seen.inverted, "an older turn kept whole before one of the newest"
+    assert not seen.newest_omitted, "a newest reply a placeholder while an older turn is whole"
 
 
 def test_a_long_chat_through_the_openai_sdk_keeps_whole_turns(
@@ -119,6 +120,36 @@ def test_a_long_chat_through_the_anthropic_sdk_keeps_whole_turns_in_a_valid_body
         trimmed += 1
         check_turns(original, forwarded)
     assert trimmed >= 4
+
+
+def test_a_tagged_chat_through_the_openai_sdk_keeps_whole_turns(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
+) -> None:
+    """Tags set priority, never turn structure: every user message tagged (an id, a
+    cluster), a summary of the early turns as a tagged system message, asked about the
+    first answer; each forwarded request still keeps whole turns, the newest with their
+    text, and no tag reaches the upstream."""
+    (policies_dir / "default.yaml").write_text(
+        f"models:\n  gpt-4o-mini: {{context_window: {WINDOW}}}\n"
+    )
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
+    chat: list[dict[str, Any]] = []
+    for n, m in enumerate(technical_chat(3)):
+        cluster = "early" if n < 8 else "late"
+        tag = {"id": f"m{n}", "cluster": cluster} if m["role"] == "user" else None
+        chat.append({**m, "x_context": tag} if tag else m)
+    summary = {"role": "system", "content": "Summary: the first four answers tuned pools, "
+               "probes, rotation and TLS.", "x_context": {"summary_of": "early"}}  # fmt: skip
+    chat.insert(8, summary)
+    question = {"role": "user", "content": "What did you suggest for connection pools?"}
+    history = [{"role": "system", "content": SYSTEM}, *chat, question]
+    sdk.chat.completions.create(model="gpt-4o-mini", messages=history)  # type: ignore[arg-type]
+    out = upstream.chat_requests[-1].json()["messages"]
+    assert all("x_context" not in m for m in out)
+    plain = [{k: v for k, v in m.items() if k != "x_context"} for m in history]
+    assert out != plain
+    check_turns(plain, out)
 
 
 def _last_question(body: dict[str, Any]) -> dict[str, str]:

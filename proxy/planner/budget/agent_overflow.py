@@ -9,6 +9,8 @@ tail around a marker; with `reject` the request is refused, naming the newest ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.planner.parts import MARKER, Action, Decision, Kind, Layout
 from proxy.types import Priority, Tokenizer
 
@@ -21,8 +23,15 @@ def middle_mark(tokens: int) -> str:
     return f"\n[…{tokens:,} tokens cut…]\n"
 
 
-def head_and_tail(tokenizer: Tokenizer, text: str, keep: int) -> str:
-    """`text` cut to about `keep` tokens: its head and its tail around a middle marker."""
+def head_and_tail(
+    tokenizer: Tokenizer,
+    text: str,
+    keep: int,
+    mark: Callable[[int], str] = middle_mark,
+    end: str = MARKER,
+) -> str:
+    """`text` cut to about `keep` tokens: its head and its tail around a middle marker
+    (`mark` of the tokens cut), then `end`."""
     head = tokenizer.truncate_text(text, int(keep * HEAD_SHARE))
     want = keep - tokenizer.count_text(head)
     lo, hi = 0, len(text) - len(head)  # the longest suffix within `want` tokens
@@ -34,7 +43,7 @@ def head_and_tail(tokenizer: Tokenizer, text: str, keep: int) -> str:
             hi = mid - 1
     tail = text[len(text) - lo :] if lo else ""
     cut = tokenizer.count_text(text) - tokenizer.count_text(head) - tokenizer.count_text(tail)
-    return head + middle_mark(max(cut, 0)) + tail + MARKER
+    return head + mark(max(cut, 0)) + tail + end
 
 
 def agent_overflow(

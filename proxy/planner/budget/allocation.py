@@ -24,7 +24,6 @@ from proxy.planner.budget.overflow import Over, overflow
 from proxy.planner.budget.pinned import pin_turns
 from proxy.planner.budget.setup_cut import setup_cuts
 from proxy.planner.budget.state import PlanState
-from proxy.planner.budget.turn_choices import recent_room
 from proxy.planner.budget.turn_recall import recall_room
 from proxy.planner.history import Dedupe, dedupe, may_repeat
 from proxy.planner.parts import Action, Decision, Kind, Layout, Run, max_output
@@ -77,8 +76,8 @@ class Planner:
     def prepare(self, budget: int, fixed: int) -> None:
         """What depends on the budget and is made once, before any plan (re-plans that
         tighten it keep it): a setup over half of `budget` cut (setup_cut.py), its cut
-        parts then required at their cut size; the previous turn pinned (pinned.py); the
-        room the newest turns hold at most (turn_choices.recent_room) and the recall's."""
+        parts then required at their cut size; the newest turns pinned (pinned.py); the
+        room the recall holds at most."""
         if self._capped:
             return
         self._capped = True
@@ -91,11 +90,10 @@ class Planner:
         if cuts:
             self._required = None  # their costs changed
         left = budget - fixed - sum(self.required()[1].values())
-        previous = pin_turns(state, left)
+        pin_turns(state, left)
         if state.preset.keys() - cuts.keys() or state.opening:
             self._required = None  # the pinned parts are required now
         self.recall = recall_room(state, left) if self._recalls else 0
-        state.recent_room = recent_room(left, previous)
 
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""

@@ -15,7 +15,7 @@ from proxy.planner.budget.cuts import cut_floor
 from proxy.planner.budget.grants import LAST_RANK, Choices
 from proxy.planner.budget.older_order import order_older
 from proxy.planner.budget.state import PlanState
-from proxy.planner.budget.turn_choices import bind_turns, order_recent
+from proxy.planner.budget.turn_choices import bind_turns, rank_turns
 from proxy.planner.parts import Kind
 from proxy.types import Overflow, Priority, Section
 
@@ -38,9 +38,7 @@ def make_choices(state: PlanState, optional: list[bool]) -> Choices:
         choices = _unit_choices(state, optional)
     turns = state.turns
     if turns:
-        bound = bind_turns(state, choices, turns)
-        keep_recent = state.policy.history.keep_recent
-        order_recent(state, choices, bound, keep_recent, state.recent_room or 0)
+        rank_turns(state, choices, bind_turns(state, choices, turns))
     order_older(state, choices)
     return choices
 
@@ -78,13 +76,19 @@ def _unit_choices(state: PlanState, optional: list[bool]) -> Choices:
                 _add(state, choices, (key,), None)
                 if key in fields and fields[key].summary_of and layout.role[key] in _SYSTEM:
                     # A client's summary sent as a system message (seed 004's shape; it was
-                    # once required): what is left after the turns. LoCoMo with one
-                    # summary per session as tagged system messages (40 questions, 2k):
-                    # evidence recall 0.56 with summaries on their priority, 0.74 on their
-                    # reservation only, 0.815 last, as without summaries (relevance picks
-                    # turns better than a summary covers them). Whole or not at all: a
-                    # summary that stands in for turns is not cut to a leftover sliver.
-                    c_rank[-1] = LAST_RANK
+                    # once required). In the history it is older history, ranked with the
+                    # turns it stands in for by what the request needs now (one ranking:
+                    # older_order.py), never on a reservation of its own: LoCoMo with one
+                    # summary per session (40 questions, 2k) kept 0.56 of the evidence
+                    # with summaries on their priority, 0.74 on their reservation only;
+                    # elsewhere (a summary in the system prompt) only what is left after
+                    # the turns. Whole or not at all: a summary that stands in for turns
+                    # is not cut to a leftover sliver.
+                    if layout.setup_end <= msg[key] < layout.current_start:
+                        c_rank[-1] = Priority.LOW.rank
+                        c_section[-1] = Section.RECENT_MESSAGES
+                    else:
+                        c_rank[-1] = LAST_RANK
                     c_floor[-1], c_cut[-1] = c_cost[-1], None
                 continue
             c = cost[key]  # _add's common case, inlined: this runs per message

@@ -125,6 +125,12 @@ def find_members(layout: Layout, choices: Choices, sub: Substitution) -> None:
             if g == len(sub.groups):
                 sub.groups.append([])
             sub.groups[g].append(key)
+    # A cluster whose members are all required (kept whatever the plan) is a group with no
+    # member to lose: a summary of it alone is redundant and never stands in.
+    for key, f in layout.fields.items():
+        if f.cluster is not None and key not in choice_of and f.cluster not in group_of:
+            group_of[f.cluster] = len(sub.groups)
+            sub.groups.append([])
     by_msg: list[int] = []
     msgs: list[int] = []
     if any(kind[k] is summary for _, k in candidates):  # spans are looked up by message

@@ -51,7 +51,7 @@ class PlanState:
 
     __slots__ = (
         "_placeholders", "_turns", "cleared", "cost", "layout", "marker", "modes",
-        "older_merits", "opening", "policy", "preset", "ranks", "ratios", "recent_room",
+        "older_merits", "opening", "policy", "preset", "ranks", "ratios",
         "sections", "terms", "text", "tokenizer",
     )  # fmt: skip
 
@@ -71,9 +71,6 @@ class PlanState:
         # The older history's merits (history.merits) and positions, by its choices:
         # clearing changes costs, not what is ranked, so the choices made again reuse them.
         self.older_merits: tuple[tuple[int, ...], list[float], list[int]] | None = None
-        # Tokens the newest turns hold at most (Planner.prepare): kept at all (a reply as its
-        # placeholder), and with their replies whole.
-        self.recent_room = (0, 0)
         self._turns: list[Turn] | None = None
         self.opening: Opening | None = None  # pinned.py
         self._placeholders: tuple[int, int] | None = None

@@ -7,15 +7,13 @@ assistant's place), so the question costs that placeholder too. A reply no longe
 placeholder joins its question. The turn's tool exchanges are hosted by the question as
 well: what a result held goes with the question that asked for it.
 
-Then the newest turns first (`order_recent`): their questions at high priority, newest
-first, and their replies and exchanges while they fit the newest turns' room; what does
-not fit joins the older history, ranked by relevance (older_order.py). Hosts always come
-before what they host in the keep order (`hosts_first`).
+The newest turns are pinned before any choice is made (pinned.py); the others are older
+history (`rank_turns`), ranked by relevance (older_order.py), unless the client tagged
+them. Hosts always come before what they host in the keep order (`hosts_first`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,26 +21,11 @@ from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.placeholders import Mask
 from proxy.planner.budget.state import PlanState
 from proxy.planner.parts import Kind, Turn
-from proxy.types import Priority
+from proxy.types import Priority, Section
 
-HIGH, LOW = Priority.HIGH.rank, Priority.LOW.rank
-# The share of the room left by the required parts that the newest turns hold at most
-# (the previous turn first, then the newest `history.keep_recent` newest first, each kept
-# at least as its question and its reply's placeholder: the contract's "unless together
-# they take more than half of that room"); what does not fit is ranked with older history.
-RECENT_SHARE = 0.5
-# The share of it in which their replies are kept whole at high priority; the others are
-# ranked with older history (their placeholder stays when they do not make it).
-REPLY_SHARE = 0.05
-
-
-def recent_room(room: int, previous: int) -> tuple[int, int]:
-    """What the newest turns hold at most, kept at all and with their replies whole, when
-    the required parts leave `room` and the previous turn took `previous` of it."""
-    return (
-        max(0, math.floor(room * RECENT_SHARE) - previous),
-        max(0, math.floor(room * REPLY_SHARE) - previous),
-    )
+LOW = Priority.LOW.rank
+# How a part was tagged when the client tagged nothing (parts/tags.py).
+UNTAGGED = frozenset(("default", "agent history"))
 
 
 def mask_of(state: PlanState, keys: Sequence[int]) -> Mask:
@@ -168,42 +151,31 @@ def _regroup(choices: Choices, merge: list[list[int]], msg: list[int]) -> list[i
     return new_of
 
 
-def order_recent(
-    state: PlanState, choices: Choices, bound: TurnChoices, recent: int, room: tuple[int, int]
-) -> None:
-    """The newest `recent` turns first, newest first: each one kept (its question, its
-    reply at least as its placeholder) at high priority while they hold at most `room[0]`
-    tokens, its reply whole too while they hold at most `room[1]`; the rest, and every
-    exchange, is older history (low priority), ranked by what the request needs."""
-    rank, order, cost, contiguous = choices.rank, choices.order, choices.cost, choices.contiguous
-    turns, replies = room
-    n = len(bound.question)
-    high: set[int] = set()
-    for place, t in enumerate(range(n - 1, max(n - 1 - recent, -1), -1)):
-        q, r = bound.question[t], bound.reply[t]
-        if q is not None:
-            if cost[q] > turns:
-                break  # the newer turns keep the room
-            turns -= cost[q]
-            replies -= cost[q]
-            high.add(q)
-        if r is not None and cost[r] <= min(turns, replies):
-            turns -= cost[r]
-            replies -= cost[r]
-            high.add(r)
-        for part, c in enumerate((q, r)):
-            if c in high:
-                assert c is not None
-                rank[c] = HIGH
-                order[c] = (float(place), float(part))
-                contiguous[c] = True
-    # The markers of omitted stretches are not priced here: a plan that keeps scattered
-    # older turns is re-counted and tightened (fit.py); pricing every older question for
-    # one lost LoCoMo 4k and RealMem 16k about 0.02 of their evidence recall.
-    for t in range(n):
-        for c in (bound.question[t], bound.reply[t], *bound.exchanges[t]):
-            if c is not None and c not in high:
-                rank[c] = LOW
+def rank_turns(state: PlanState, choices: Choices, bound: TurnChoices) -> None:
+    """The history's turns that are not pinned (pinned.py) ranked as older history (low
+    priority, by what the request needs), but for a turn the client tagged: its question
+    and reply ranked as its most important part. (A tag that names only an id or a cluster
+    leaves a part the section and priority of its place: untagged, as far as ranking goes.)"""
+    rank, items = choices.rank, choices.items
+    layout = state.layout
+    section, priority, tag = layout.section, layout.priority, layout.tag
+    recent = len(bound.question) - state.policy.history.keep_recent
+
+    def tagged(k: int, place: Priority) -> bool:
+        return tag[k] not in UNTAGGED and (
+            section[k] is not Section.RECENT_MESSAGES or priority[k] is not place
+        )
+
+    for t, (q, r, xs) in enumerate(zip(bound.question, bound.reply, bound.exchanges, strict=True)):
+        place = Priority.HIGH if t >= recent else Priority.LOW
+        parts = [c for c in (q, r) if c is not None]
+        turn = LOW
+        if any(tagged(k, place) for c in parts for k in items[c]):
+            turn = min(rank[c] for c in parts)
+        for c in parts:
+            rank[c] = turn
+        for c in xs:
+            rank[c] = LOW
 
 
 def hosts_first(choices: Choices, sequence: list[int]) -> list[int]:

@@ -30,15 +30,7 @@ def now_of(layout: Layout) -> Now:
         if roles[i] == "assistant" and (command := command_text(layout, i)):
             actions.append(command)
         context.append(text[base[i]])
-    section, high = Section.RECENT_MESSAGES, Priority.HIGH
-    context += compress(  # whole-list passes: this runs per request
-        text,
-        map(
-            operator.and_,
-            map(operator.is_, layout.section, repeat(section)),
-            map(operator.is_, layout.priority, repeat(high)),
-        ),
-    )
+    context += newest_texts(layout)
     for i in range(max(0, start - _CONTEXT_BEFORE), start):
         context.append(f"{text[base[i]]}\n{command_text(layout, i)}")
     return Now("\n".join(asked), "\n".join(actions), "\n".join(context), bool(layout.agent))
@@ -57,13 +49,26 @@ def query_texts(layout: Layout) -> tuple[str, str]:
             for k in range(len(msg))
             if msg[k] >= start and role[k] == "user" and kind[k] is not summary
         ]
-    section, high = Section.RECENT_MESSAGES, Priority.HIGH
-    recent = compress(  # whole-list passes: this runs per request
-        text,
-        map(
-            operator.and_,
-            map(operator.is_, layout.section, repeat(section)),
-            map(operator.is_, layout.priority, repeat(high)),
-        ),
+    return "\n".join(current), "\n".join(newest_texts(layout))
+
+
+def newest_texts(layout: Layout) -> list[str]:
+    """The newest turns' texts: the history's high priority conversation, and what was
+    pinned of it (required, between the setup and the current turn: budget/pinned.py)."""
+    section, high, required = Section.RECENT_MESSAGES, Priority.HIGH, Priority.REQUIRED
+    # Whole-list passes: this runs per request.
+    recent = list(map(operator.is_, layout.section, repeat(section)))
+    out = list(
+        compress(
+            layout.text,
+            map(operator.and_, recent, map(operator.is_, layout.priority, repeat(high))),
+        )
     )
-    return "\n".join(current), "\n".join(recent)
+    if required in layout.priority:
+        msg, start, end = layout.msg, layout.setup_end, layout.current_start
+        out += (
+            layout.text[k]
+            for k in compress(range(len(msg)), recent)
+            if layout.priority[k] is required and start <= msg[k] < end
+        )
+    return out

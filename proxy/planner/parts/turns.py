@@ -7,9 +7,11 @@ whose question is the setup's, always kept). A turn is kept whole, kept with its
 or replaced by a placeholder, or dropped whole; never a question without its reply, never
 a reply or an exchange without its question.
 
-Only the history's untagged parts are read as turns (between the setup and the current
-turn, default-tagged recent_messages, optional): a part the client tagged (memory, a
-summary) is planned by its tag, and the system prompt stays where it is.
+Turns are read from roles, tagged or not (a tag sets a part's section and priority, never
+the turn it belongs to): a user message is a question, a plain assistant message a reply.
+A system or developer message in the history (a summary, a memory the operator placed
+there) is a part of its own, and so is a summary a client sent in any role (it stands in
+for the turns it covers). Only required parts are outside every turn.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from dataclasses import dataclass, field
 
 from proxy.planner.parts.groups import Singles
 from proxy.planner.parts.items import Layout
-from proxy.types import Priority, Section
+from proxy.types import Priority
 
-_TURN_TAGS = frozenset(("default", "agent history"))
 _OPERATOR = frozenset(("system", "developer"))
 _CALLS = ("tool_calls", "function_call")
 
@@ -44,15 +45,19 @@ def history_turns(layout: Layout) -> list[Turn]:
     start, end = layout.setup_end, layout.current_start
     if end <= start:
         return []
-    if isinstance(layout.units, Singles) and not layout.split:
+    if isinstance(layout.units, Singles) and not layout.split and not layout.fields:
         return _plain_turns(layout, start, end)
     roles, base, units, unit_of = layout.roles, layout.base, layout.units, layout.unit_of
-    section, priority, tag, stripped = layout.section, layout.priority, layout.tag, layout.stripped
-    recent, required = Section.RECENT_MESSAGES, Priority.REQUIRED
+    priority, stripped, fields = layout.priority, layout.stripped, layout.fields
+    required = Priority.REQUIRED
 
-    def eligible(i: int) -> bool:
+    def own_part(i: int) -> bool:  # a part of its own, in no turn
         k = base[i]
-        return section[k] is recent and priority[k] is not required and tag[k] in _TURN_TAGS
+        return (
+            roles[i] in _OPERATOR
+            or priority[k] is required
+            or (k in fields and bool(fields[k].summary_of))
+        )
 
     turns: list[Turn] = []
     turn: Turn | None = None
@@ -61,13 +66,13 @@ def history_turns(layout: Layout) -> list[Turn]:
         if len(unit) > 1:  # a tool exchange (a call and its results, or a text step)
             if unit[0] != i:
                 continue
-            if all(eligible(j) for j in unit):
+            if not any(own_part(j) for j in unit):
                 if turn is None:
                     turn = Turn()
                     turns.append(turn)
                 turn.exchanges.append(unit_of[i])
             continue
-        if not eligible(i):
+        if own_part(i):
             continue
         role = roles[i]
         if role == "user":
@@ -86,20 +91,19 @@ def history_turns(layout: Layout) -> list[Turn]:
 
 
 def _plain_turns(layout: Layout, start: int, end: int) -> list[Turn]:
-    """history_turns for a chat of messages each a unit and an item of its own (a long
-    plain chat: this runs per request)."""
-    roles, plain, tag, priority = layout.roles, layout.plain, layout.tag, layout.priority
+    """history_turns for a chat of messages each a unit and an item of its own, none with
+    tag fields (a long plain chat: this runs per request)."""
+    roles, plain, priority = layout.roles, layout.plain, layout.priority
     required = Priority.REQUIRED
     turns: list[Turn] = []
     turn: Turn | None = None
     for i in range(start, end):
         role = roles[i]
-        if role == "user":
-            if tag[i] in _TURN_TAGS and priority[i] is not required:
-                turn = Turn([i])
-                turns.append(turn)
+        if role in _OPERATOR or priority[i] is required:
             continue
-        if role in _OPERATOR or tag[i] not in _TURN_TAGS or priority[i] is required:
+        if role == "user":
+            turn = Turn([i])
+            turns.append(turn)
             continue
         if turn is None:
             turn = Turn()
