@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proxy.planner.parts import MARKER, Action, Decision, Kind, Layout
+from proxy.planner.parts import MESSAGE, Action, Decision, Kind, Layout, cut_marker
 from proxy.types import Priority, Tokenizer
 
 _TOOL_ROLES = ("tool", "function")
@@ -27,8 +27,8 @@ def head_and_tail(
     tokenizer: Tokenizer,
     text: str,
     keep: int,
-    mark: Callable[[int], str] = middle_mark,
-    end: str = MARKER,
+    mark: Callable[[int], str],
+    end: str,
 ) -> str:
     """`text` cut to about `keep` tokens: its head and its tail around a middle marker
     (`mark` of the tokens cut), then `end`."""
@@ -82,9 +82,10 @@ def agent_overflow(
             return None
         key = max(results, key=lambda k: (cost[k], -k))
         tokens = tokenizer.count_text(text[key])
-        keep = tokens - left - tokenizer.count_text(middle_mark(tokens) + MARKER)
+        end = cut_marker(layout.recall_id(MESSAGE, layout.msg[key]))
+        keep = tokens - left - tokenizer.count_text(middle_mark(tokens) + end)
         while keep >= 2 * MIN_SIDE:
-            new = head_and_tail(tokenizer, text[key], keep)
+            new = head_and_tail(tokenizer, text[key], keep, middle_mark, end)
             after = cost[key] - tokens + tokenizer.count_text(new)
             short = left - (cost[key] - after)  # tokens still over after this cut
             if short <= 0:

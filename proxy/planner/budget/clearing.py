@@ -28,7 +28,7 @@ from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
 from proxy.planner.history import READ, keys_of, now_of, unit_act
-from proxy.planner.parts import Action, Decision, tool_name
+from proxy.planner.parts import MESSAGE, Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
 # Share of the room for optional items that the most relevant old results may keep whole
@@ -48,8 +48,8 @@ CLEARED = "cleared: "  # the reason of a result replaced by a placeholder (not a
 COMPACTED = "compacted: "  # the reason of a result sent as the same JSON without spaces
 
 
-def placeholder(name: str, tokens: int) -> str:
-    return f"[context-proxy: result of {name} cleared, {tokens:,} tokens]"
+def placeholder(name: str, tokens: int, recall: str) -> str:
+    return f"[context-proxy: result of {name} cleared, {tokens:,} tokens, recall id {recall}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +125,12 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
                     whole, full, tokens = packed, after, packed_tokens
             held = state.terms.figures(layout.text[key])  # whitespace aside, the same text
             strings = [] if reads else strings_to_keep(whole, held, i, said, commands)
-            text = excerpt(whole, strings, name, tokens) if strings else None
+            recall = layout.recall_id(MESSAGE, i)
+            text = excerpt(whole, strings, (name, recall), tokens) if strings else None
             if text is not None:  # any old result: what it holds that matters stays
                 why = f"cut: result of {name}, {tokens:,} tokens, to the parts that matter"
             elif c in less_relevant:
-                text = placeholder(name, tokens)
+                text = placeholder(name, tokens, recall)
                 why = f"{CLEARED}result of {name}, {tokens:,} tokens"
             else:
                 continue

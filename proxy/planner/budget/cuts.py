@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS
-from proxy.planner.parts import MARKER, Action, Decision
+from proxy.planner.parts import Action, Decision, cut_marker
 from proxy.types import Tokenizer
 
 
@@ -14,9 +14,14 @@ def cut_floor(tokenizer: Tokenizer, text: str, cost: int, marker: int) -> int:
     return cost - room if room > 0 else cost
 
 
-def cut_decision(tokenizer: Tokenizer, text: str, cost: int, mine: int, marker: int) -> Decision:
-    """An item of `cost` tokens (its `text` and what frames it) cut to `mine` tokens: the
-    text shortened to what is left after the framing and the marker, and the marker added."""
+def cut_decision(
+    tokenizer: Tokenizer, text: str, size: tuple[int, int], marker: int, recall: str
+) -> Decision:
+    """An item of `cost` tokens (its `text` and what frames it) cut to `mine` tokens
+    (`size`): the text shortened to what is left after the framing and the marker, and the
+    marker (with the `recall` id of what was cut) added."""
+    cost, mine = size
     framing = cost - tokenizer.count_text(text)
     kept = tokenizer.truncate_text(text, max(0, mine - framing - marker))
-    return Decision(Action.TRUNCATE, f"cut to {mine:,} of {cost:,} tokens", kept + MARKER, mine)
+    why = f"cut to {mine:,} of {cost:,} tokens"
+    return Decision(Action.TRUNCATE, why, kept + cut_marker(recall), mine)

@@ -9,7 +9,7 @@ from proxy.planner.budget.clusters import Substitution
 from proxy.planner.budget.cuts import cut_decision
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import OVER_BUDGET, Action, Decision, Kind
+from proxy.planner.parts import MESSAGE, OVER_BUDGET, Action, Decision, Kind
 
 TURN_DROPPED = "its turn was dropped"
 REPLY_OMITTED = "reply omitted: over budget"
@@ -138,7 +138,9 @@ class Granted:
         if grant < choices.cost[c] and choices.cut[c] == key:
             mine = grant - (choices.cost[c] - state.cost[key])
             text = state.text_of(key)
-            return cut_decision(state.tokenizer, text, state.cost[key], mine, state.marker)
+            recall = layout.recall_id(MESSAGE, layout.msg[key])
+            size = (state.cost[key], mine)
+            return cut_decision(state.tokenizer, text, size, state.marker, recall)
         if key in state.cleared:
             return state.cleared[key]
         if key in self.rewritten:

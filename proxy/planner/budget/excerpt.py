@@ -53,7 +53,9 @@ def strings_to_keep(
     return sorted(wanted, key=lambda k: (text.find(k), k))[:MAX_STRINGS]
 
 
-def excerpt(text: str, strings: Sequence[str], name: str, tokens: int) -> str | None:
+def excerpt(
+    text: str, strings: Sequence[str], named_as: tuple[str, str], tokens: int
+) -> str | None:
     """`text` cut to its head and a window around each of `strings` (in their order, while
     the excerpt stays under MAX_SHARE of the text), with a note of what was cut; None when
     nothing worth keeping is in it or the cut would save too little."""
@@ -80,9 +82,10 @@ def excerpt(text: str, strings: Sequence[str], name: str, tokens: int) -> str | 
     if merged[-1][1] < len(text):
         body += gap.rstrip("\n")
     names = ", ".join(named[:6]) + (", …" if len(named) > 6 else "")
+    name, recall = named_as
     return (
         f"{body}\n[context-proxy: result of {name} cut from {tokens:,} tokens to the parts "
-        f"naming {names}]"
+        f"naming {names}, recall id {recall}]"
     )
 
 

@@ -12,7 +12,7 @@ from proxy.planner.budget.grants import cut_required
 from proxy.planner.budget.required_parts import describe, limit_phrase, shorten
 from proxy.planner.budget.setup_cut import MIN_SETUP_PART
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import MARKER, Action, Decision, Kind, Layout
+from proxy.planner.parts import MESSAGE, Action, Decision, Kind, Layout, cut_marker
 from proxy.types import Priority, Section
 
 _OVERFLOW = "required parts over the budget by "
@@ -118,9 +118,9 @@ def overflow(
             tokens = tokenizer.count_text(text_of(k))
             kept = tokenizer.truncate_text(text_of(k), tokens - cuts[k])
             after = cost[k] - cuts[k] + marker
-            decisions[k] = Decision(
-                Action.TRUNCATE, "required parts over budget: cut", kept + MARKER, after
-            )
+            mark = cut_marker(layout.recall_id(MESSAGE, layout.msg[k]))
+            why = "required parts over budget: cut"
+            decisions[k] = Decision(Action.TRUNCATE, why, kept + mark, after)
         else:
             decisions[k] = state.preset.get(k) or Decision(Action.KEEP, "required", tokens=cost[k])
     return decisions

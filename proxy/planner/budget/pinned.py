@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from proxy.planner.budget.agent_overflow import head_and_tail
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS, cut_required
 from proxy.planner.budget.setup_cut import MIN_SETUP_PART
 from proxy.planner.budget.state import OPENING, Opening, PlanState, masked
 from proxy.planner.budget.turn_choices import mask_of
-from proxy.planner.parts import MARKER, Action, Decision, Turn
+from proxy.planner.parts import MESSAGE, Action, Decision, Turn, cut_marker
 from proxy.types import Priority, Section
 
 PREVIOUS = "required (the previous turn)"
@@ -39,8 +40,8 @@ RECENT = Section.RECENT_MESSAGES
 LEAST_TEXT = 2 * MIN_KEPT_TOKENS
 
 
-def reply_cut_marker(tokens: int) -> str:
-    return f"\n[…{tokens:,} tokens of this reply cut…]\n"
+def reply_cut_marker(tokens: int, recall: str) -> str:
+    return f"\n[…{tokens:,} tokens of this reply cut, recall id {recall}…]\n"
 
 
 @dataclass(slots=True)
@@ -93,7 +94,10 @@ def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) ->
             left -= q + r
             continue
         if place == 0:
-            _previous(state, out, (asked, said), left, room)
+            # Past half the room, the previous turn may take what is left of it (less a
+            # marker of the turns before it, if there are any to omit).
+            rest = room - (state.placeholder_tokens[1] if len(turns) > 1 else 0)
+            _previous(state, out, (asked, said), left, rest)
         elif said and q < left:  # the boundary: its question, its reply's head and end
             cut = _reply_cut(state, said, left - q, why)
             if cut is not None:
@@ -130,9 +134,9 @@ def _previous(
     if mask is None:
         return
     kept = sum(out.decisions[k].tokens for k in asked)
-    # Past half the room, what the rest of it holds (less a marker of omitted turns).
-    rest = room - kept - state.placeholder_tokens[1]
-    cut = _reply_cut(state, said, max(half - kept, min(rest, least)), PREVIOUS)
+    cut = _reply_cut(state, said, max(half - kept, min(room - kept, least)), PREVIOUS)
+    if cut is None and sum(cost[k] for k in said) <= mask.tokens:  # no longer than its mask
+        cut = {k: Decision(Action.KEEP, PREVIOUS, tokens=cost[k]) for k in said}
     out.decisions.update(cut if cut is not None else masked(said, mask, PREVIOUS))
 
 
@@ -154,7 +158,8 @@ def _cut(state: PlanState, keys: list[int], excess: int) -> dict[int, Decision]:
         text = text_of(k)
         kept = state.tokenizer.truncate_text(text, count(text) - take)
         tokens = state.cost[k] - take + marker
-        out[k] = Decision(Action.TRUNCATE, f"{PREVIOUS}: cut", kept + MARKER, tokens)
+        mark = cut_marker(state.layout.recall_id(MESSAGE, state.layout.msg[k]))
+        out[k] = Decision(Action.TRUNCATE, f"{PREVIOUS}: cut", kept + mark, tokens)
     return out
 
 
@@ -189,9 +194,10 @@ def _cut_to(state: PlanState, key: int, room: int) -> tuple[str, int] | None:
     text = state.text_of(key)
     tokens = count(text)
     framing = state.cost[key] - tokens  # the message's own overhead
-    keep = room - framing - count(reply_cut_marker(tokens))
+    recall = state.layout.recall_id(MESSAGE, state.layout.msg[key])
+    keep = room - framing - count(reply_cut_marker(tokens, recall))
     while keep >= MIN_KEPT_TOKENS:
-        cut = head_and_tail(tokenizer, text, keep, reply_cut_marker, "")
+        cut = head_and_tail(tokenizer, text, keep, partial(reply_cut_marker, recall=recall), "")
         after = framing + count(cut)
         if after <= room:
             return cut, after

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from proxy.planner.budget.grants import cut_required
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import MARKER, Action, Decision, Kind
+from proxy.planner.parts import MESSAGE, Action, Decision, Kind, cut_marker
 
 _CUTTABLE = (Kind.MESSAGE, Kind.BLOCK)
 # Tokens a cut user part keeps at least, from its start (the task's first words): cut, not
@@ -45,7 +45,8 @@ def setup_cuts(state: PlanState, required: list[int], budget: int) -> dict[int, 
         text = state.text_of(k)
         kept = state.tokenizer.truncate_text(text, count(text) - take)
         after = cost[k] - take + state.marker
-        out[k] = Decision(Action.TRUNCATE, "setup over half the budget: cut", kept + MARKER, after)
+        mark = cut_marker(layout.recall_id(MESSAGE, msg[k]))
+        out[k] = Decision(Action.TRUNCATE, "setup over half the budget: cut", kept + mark, after)
     if out:
         layout.problems.append(f"setup over half the budget by {excess:,} tokens: cut")
     return out

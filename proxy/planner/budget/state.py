@@ -12,7 +12,7 @@ from proxy.planner.budget.placeholders import (
     longest_turns_placeholder,
 )
 from proxy.planner.parts import (
-    MARKER,
+    LONGEST_MARKER,
     Action,
     Decision,
     Layout,
@@ -62,7 +62,7 @@ class PlanState:
         self.terms = terms if terms is not None else TermIndex()  # shared by re-plans
         self.policy = policy
         self.tokenizer = tokenizer
-        self.marker = tokenizer.count_text(MARKER)
+        self.marker = tokenizer.count_text(LONGEST_MARKER)
         self.cost = layout.cost.copy()  # costs after dedupe's rewrites and clearing
         self.text: dict[int, str] = {}  # texts rewritten (summary lines removed, cleared)
         self.cleared: dict[int, Decision] = {}  # old tool results cleared for the last plan

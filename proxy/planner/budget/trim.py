@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.planner.budget.placeholders import turns_placeholder
-from proxy.planner.parts import Action, Decision, Layout, Turn, render
+from proxy.planner.parts import STRETCH, Action, Decision, Layout, Turn, render
 
 
 def omitted(
@@ -35,7 +35,8 @@ def omitted(
             run += 1
             continue
         if run:
-            marks[start] = {"role": "user", "content": turns_placeholder(run)}
+            recall = layout.recall_id(STRETCH, start)
+            marks[start] = {"role": "user", "content": turns_placeholder(run, recall)}
         run = 0
     return marks
 

@@ -41,7 +41,7 @@ from proxy.planner.history import (
     without_own_label,
     worth,
 )
-from proxy.planner.parts import Counted, Head, Run, Turn, head_key, history_turns
+from proxy.planner.parts import STRETCH, Counted, Head, Run, Turn, head_key, history_turns
 from proxy.planner.report import PlanOutcome, PlanReport, Refused
 from proxy.relevance import score_history
 
@@ -234,7 +234,8 @@ def _recall(
     first = min((t.question[0] for t in given), default=-1)
     for i in range(at, len(layout.stripped)):
         if i == first:
-            tail.append({"role": "user", "content": turns_placeholder(len(given))})
+            recall = layout.recall_id(STRETCH, i)
+            tail.append({"role": "user", "content": turns_placeholder(len(given), recall)})
         if i == layout.current_start:
             tail.append(message)
         if i not in gone:

@@ -4,11 +4,18 @@ run's record. Decided here: which section and priority every part has, which mes
 the current turn, which tool exchanges are an agent's history."""
 
 from proxy.planner.parts.costs import count_message, measure, overhead, untagged_counts
-from proxy.planner.parts.decision import MARKER, OVER_BUDGET, Action, Decision
+from proxy.planner.parts.decision import (
+    LONGEST_MARKER,
+    OVER_BUDGET,
+    Action,
+    Decision,
+    cut_marker,
+)
 from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.memo import Head, Kept, PlanMemo, head_key
 from proxy.planner.parts.messages import command_text, render, tool_name
+from proxy.planner.parts.recall_ids import LONGEST_ID, MESSAGE, REPLY, STRETCH
 from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
@@ -16,8 +23,12 @@ from proxy.planner.parts.tag_fields import section_policy
 from proxy.planner.parts.turns import Turn, history_turns
 
 __all__ = [
-    "MARKER",
+    "LONGEST_ID",
+    "LONGEST_MARKER",
+    "MESSAGE",
     "OVER_BUDGET",
+    "REPLY",
+    "STRETCH",
     "SUMMARY_PREFIX",
     "Action",
     "Counted",
@@ -34,6 +45,7 @@ __all__ = [
     "build_layout",
     "command_text",
     "count_message",
+    "cut_marker",
     "head_key",
     "history_turns",
     "max_output",

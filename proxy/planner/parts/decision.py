@@ -5,9 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from proxy.planner.parts.recall_ids import LONGEST_ID
 from proxy.types import Priority
 
-MARKER = "\n[…truncated]"  # appended to every truncated item: the cut must be visible
+# Appended to every truncated item (the cut must be visible), with the recall id of what
+# was cut: MARKER, then `, recall id <id>]`.
+MARKER = "\n[…truncated"
+
+
+def cut_marker(recall: str) -> str:
+    return f"{MARKER}, recall id {recall}]"
+
+
+LONGEST_MARKER = cut_marker(LONGEST_ID)  # what a cut marker costs at most
 
 
 class Action(str, Enum):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from proxy.planner.parts.recall_ids import recall_id
 from proxy.types import Priority, Section
 
 
@@ -156,6 +157,10 @@ class Layout:
         if tag.id is not None or tag.cluster is not None or tag.score is not None or tag.summary_of:
             self.fields[key] = Fields(tag.id, tag.cluster, tag.score, tag.summary_of)
         return key
+
+    def recall_id(self, kind: str, i: int) -> str:
+        """The recall id of what starts at message i (recall_ids.py), as the client sent it."""
+        return recall_id(kind, self.originals[i] if self.originals else self.stripped[i])
 
     def in_current(self, i: int) -> bool:
         """Message i is part of the current turn."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import ContextLengthExceeded
-from proxy.planner.budget.agent_overflow import head_and_tail
+from proxy.planner.budget.agent_overflow import head_and_tail, middle_mark
 from proxy.planner.parts.decision import MARKER
 from proxy.policy.model import BudgetPolicy, Policy
 from tests.planner.budget.test_agents import WORDS, filler, paired, plan, run
+from tests.planner_fakes import without_ids
 
 TRUNCATE = Policy(budget=BudgetPolicy(ratio=1.0, on_required_overflow="truncate"))
 
@@ -39,16 +40,16 @@ def test_truncate_keeps_head_and_tail_of_the_newest_result() -> None:
     assert out.tokens_after <= out.budget and paired(fwd)
     assert fwd[:2] == msgs[:2]  # the system prompt is not cut to a marker any more
     cut = fwd[-1]["content"]
-    assert cut.startswith("line0 line1") and cut.endswith("line899" + MARKER)
+    assert cut.startswith("line0 line1") and without_ids(cut).endswith("line899" + MARKER + "]")
     assert "tokens cut…]" in cut
     assert msgs[2] not in fwd and msgs[4] not in fwd  # older protected exchanges first
 
 
 def test_head_and_tail_fits_its_target() -> None:
     text = filler(1000)
-    cut = head_and_tail(WORDS, text, 100)
-    assert cut.startswith("line0 ") and cut.endswith("line999" + MARKER)
-    assert WORDS.count_text(cut) <= 100 + WORDS.count_text(MARKER) + 6
+    cut = head_and_tail(WORDS, text, 100, middle_mark, "\n[…truncated]")
+    assert cut.startswith("line0 ") and cut.endswith("line999\n[…truncated]")
+    assert WORDS.count_text(cut) <= 100 + 1 + 6
 
 
 def test_agent_history_kept_by_what_it_holds_per_token() -> None:

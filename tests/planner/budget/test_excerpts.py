@@ -37,12 +37,12 @@ def flights(n: int) -> str:
 
 def test_an_excerpt_keeps_the_head_and_a_window_around_each_string() -> None:
     text = flights(30)
-    out = excerpt(text, ["HAT117", "219"], "search_flights", 1200)
+    out = excerpt(text, ["HAT117", "219"], ("search_flights", "m-0"), 1200)
     assert out is not None
     assert out.startswith(text[:HEAD_CHARS])
     assert "HAT117" in out and "219" in out and " […] " in out
     assert out.endswith("[context-proxy: result of search_flights cut from 1,200 tokens to the "
-                        "parts naming HAT117, 219]")  # fmt: skip
+                        "parts naming HAT117, 219, recall id m-0]")  # fmt: skip
     assert len(out) < MAX_SHARE * len(text)
     assert "HAT105" not in out  # what nothing named is gone
 
@@ -50,7 +50,7 @@ def test_an_excerpt_keeps_the_head_and_a_window_around_each_string() -> None:
 def test_lines_are_kept_whole_in_a_text_of_lines() -> None:
     lines = [f"def handler_{j}(request):  # route {j}" for j in range(80)]
     text = "\n".join(lines)
-    out = excerpt(text, ["handler_42"], "read_file", 900)
+    out = excerpt(text, ["handler_42"], ("read_file", "m-0"), 900)
     assert out is not None
     assert "\ndef handler_42(request):  # route 42\n[…]" in out
     assert out.startswith("def handler_0(request)")  # the head ends at a line's end
@@ -58,11 +58,11 @@ def test_lines_are_kept_whole_in_a_text_of_lines() -> None:
 
 def test_no_excerpt_without_a_string_found_or_when_it_would_keep_most() -> None:
     text = flights(30)
-    assert excerpt(text, [], "f", 100) is None
-    assert excerpt(text, ["NOT_THERE_1"], "f", 100) is None
-    assert excerpt("short result 123", ["123"], "f", 5) is None
+    assert excerpt(text, [], ("f", "m-0"), 100) is None
+    assert excerpt(text, ["NOT_THERE_1"], ("f", "m-0"), 100) is None
+    assert excerpt("short result 123", ["123"], ("f", "m-0"), 5) is None
     every = sorted(figures_in(text))
-    out = excerpt(text, every, "f", 1200)  # windows stop at half the text
+    out = excerpt(text, every, ("f", "m-0"), 1200)  # windows stop at half the text
     assert out is None or len(out) < (MAX_SHARE + 0.1) * len(text)
 
 
@@ -77,7 +77,7 @@ def test_the_strings_kept_are_those_used_later_or_named_now() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=3000), st.lists(st.text(min_size=1, max_size=12), max_size=8))
 def test_any_text_and_strings_give_a_short_excerpt_or_none(text: str, strings: list[str]) -> None:
-    out = excerpt(text, strings, "tool", 10)
+    out = excerpt(text, strings, ("tool", "m-0"), 10)
     if out is None:
         return
     assert out.startswith(text[: min(len(text), 10)])
