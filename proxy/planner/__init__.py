@@ -6,20 +6,36 @@ grants, cuts, fitting), `report` (the outcome and the plan report), `cache` (cut
 for the provider's prompt cache); `request.plan_request` takes a request through them.
 """
 
-from proxy.planner.parts import Kept, PlanMemo, role_of, shape
+from proxy.planner.history import quote
+from proxy.planner.parts import (
+    RECALL_KINDS,
+    Kept,
+    PlanMemo,
+    max_output,
+    message_digest,
+    role_of,
+    shape,
+    tool_name,
+)
 from proxy.planner.report import ItemReport, PlanOutcome, PlanReport, Refused, unplanned
-from proxy.planner.request import ExtraSummary, plan_request
+from proxy.planner.request import ExtraSummary, Offered, plan_request
 
 __all__ = [
+    "RECALL_KINDS",
     "ExtraSummary",
     "ItemReport",
     "Kept",
+    "Offered",
     "PlanMemo",
     "PlanOutcome",
     "PlanReport",
     "Refused",
+    "max_output",
+    "message_digest",
     "plan_request",
+    "quote",
     "role_of",
     "shape",
+    "tool_name",
     "unplanned",
 ]

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from itertools import compress
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
@@ -36,6 +37,7 @@ from proxy.planner.parts import (
     Decision,
     ExtraSummary,
     Kept,
+    Offered,
     Run,
     add_summaries,
     build_layout,
@@ -57,7 +59,9 @@ from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Priority, Tokenizer
 
-__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "PlanOutcome", "plan_request", "unplanned"]
+__all__ = ["SUMMARY_PREFIX", "ExtraSummary", "Offered", "PlanOutcome", "plan_request", "unplanned"]
+
+NOTHING_OFFERED = Offered()
 
 
 def plan_request(
@@ -66,15 +70,19 @@ def plan_request(
     tokenizer: Tokenizer,
     context_window: int | None,
     *,
-    extra_summaries: Sequence[ExtraSummary] = (),
+    offered: Offered = NOTHING_OFFERED,
     kept: Kept | None = None,
 ) -> PlanOutcome:
     """What to forward for `body` under `policy`; raises ContextLengthExceeded when the
     required parts alone exceed the budget and the policy says reject. `kept`: what the
     caller keeps between requests (the history's words for relevance, cache mode's plans
-    of conversations as of their step boundaries); without it nothing is kept."""
+    of conversations as of their step boundaries); without it nothing is kept. `offered`:
+    proxy-made summaries, and the tokens the caller adds to a request that must be trimmed
+    (the recall tool): it is trimmed to that much less than its budget."""
     terms = kept.terms if kept is not None else None
-    run = start_run(body, policy, tokenizer, context_window, terms, extra_summaries)
+    run = start_run(body, policy, tokenizer, context_window, terms, offered.summaries)
+    if offered.reserve:
+        run = replace(run, reserve=offered.reserve)
     plans = kept.plans if kept is not None else None
     return _plan(replace(run, memo=plans) if plans is not None else run, True)
 
@@ -138,6 +146,12 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
+        if run.reserve:  # trimmed: to the budget less what the caller will add, if it fits
+            required = sum(compress(layout.cost, map(_required, layout.priority)))
+            if counted.fixed + required + run.reserve <= budget:
+                budget -= run.reserve
+                run = replace(run, budget=budget, held=run.reserve)
+            run = replace(run, reserve=0)
         if cache and policy.cache.enabled and run.window is not None:
             plan_at = partial(_plan_at, replace(run, setup=layout.setup_end))
             stable = plan_cached(run, counted, plan_at)
@@ -209,6 +223,11 @@ def _plan_at(
 
 
 _action = operator.attrgetter("action")
+
+
+def _required(priority: Priority) -> bool:
+    return priority is Priority.REQUIRED
+
 
 # Texts read per step beside a count (a step takes well under a millisecond).
 _READ_STEP = 16

@@ -21,6 +21,7 @@ from proxy.policy.model import (
     ModelPolicy,
     Policy,
     QuotaPolicy,
+    RecallPolicy,
     SectionPolicy,
     SummaryPolicy,
     TagsPolicy,
@@ -116,6 +117,11 @@ TOP_LEVEL: dict[str, Field] = {
         "agent_watermark": ratio,
         "agent_recall_share": share,
     },
+    "recall": {
+        "tool": enum_of(("auto", "on", "off"), true="on", false="off"),
+        "max_tokens": positive_int,
+        "rounds": nonneg_int,
+    },
 }
 
 
@@ -188,6 +194,7 @@ _SUB_POLICIES: dict[str, Any] = {
     "tags": TagsPolicy,
     "summaries": SummaryPolicy,
     "cache": CachePolicy,
+    "recall": RecallPolicy,
 }
 
 

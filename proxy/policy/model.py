@@ -176,6 +176,18 @@ class CachePolicy:
     agent_recall_share: float = 0.3
 
 
+@dataclass(frozen=True, slots=True)
+class RecallPolicy:
+    """The proxy's own tool, `context_recall`, declared in a request it trimmed so that the
+    model can fetch back what was left out (served from the request in flight)."""
+
+    # auto: when the request declares tools or litellm's map says the model takes them;
+    # on: whenever a plan left something out; off: never.
+    tool: str = "auto"
+    max_tokens: int = 4000  # what one call of the tool returns at most
+    rounds: int = 2  # continuations of one answer that called only the tool
+
+
 DEFAULT_SECTIONS: Mapping[Section, SectionPolicy] = MappingProxyType(
     {
         Section.SYSTEM_PROMPT: SectionPolicy(
@@ -246,6 +258,7 @@ class Policy:
     tags: TagsPolicy = field(default_factory=TagsPolicy)
     summaries: SummaryPolicy = field(default_factory=SummaryPolicy)
     cache: CachePolicy = field(default_factory=CachePolicy)
+    recall: RecallPolicy = field(default_factory=RecallPolicy)
 
 
 def hash_key(key: str) -> str:

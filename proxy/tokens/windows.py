@@ -90,6 +90,7 @@ class ContextWindows:
         self._path = registry_path
         self._registry: Mapping[str, int] | None = None
         self._prices: Mapping[str, Prices] = {}
+        self._tooled: frozenset[str] = frozenset()  # names the map says take tools
         self._priced: dict[str, Prices | None] = {}  # by the name as sent
         self._lock = threading.Lock()
 
@@ -123,6 +124,11 @@ class ContextWindows:
             )
         return self.prices(model)
 
+    def takes_tools(self, model: str) -> bool:
+        """Whether litellm's bundled map says `model` takes tools (function calling)."""
+        self._load()
+        return any(name in self._tooled for name in _names(model))
+
     def registry_names(self) -> list[str]:
         """Every model name the bundled map knows (for suggestions: not the request path)."""
         return list(self._load())
@@ -144,7 +150,7 @@ class ContextWindows:
             with self._lock:
                 if self._registry is None:
                     # Prices first: a reader that sees the windows must see the prices too.
-                    windows, self._prices = _read_registry(self._path)
+                    windows, self._prices, self._tooled = _read_registry(self._path)
                     self._registry = windows
         return self._registry
 
@@ -152,13 +158,17 @@ class ContextWindows:
         return f"ContextWindows(registry={str(self._path)!r})"
 
 
-def _read_registry(path: Path | None) -> tuple[dict[str, int], dict[str, Prices]]:
-    """The map's windows and prices by model name (also lowercased), in one read."""
+def _read_registry(
+    path: Path | None,
+) -> tuple[dict[str, int], dict[str, Prices], frozenset[str]]:
+    """The map's windows and prices by model name (also lowercased), and the names of the
+    models that take tools, in one read."""
     if path is None or not path.is_file():
-        return {}, {}
+        return {}, {}, frozenset()
     raw = orjson.loads(path.read_bytes())
     windows: dict[str, int] = {}
     prices: dict[str, Prices] = {}
+    tooled: set[str] = set()
     for name, entry in raw.items() if isinstance(raw, dict) else ():
         if not isinstance(entry, dict):
             continue
@@ -170,7 +180,9 @@ def _read_registry(path: Path | None) -> tuple[dict[str, int], dict[str, Prices]
         if price is not None:
             prices[name] = price
             prices.setdefault(name.lower(), price)
-    return windows, prices
+        if entry.get("supports_function_calling") is True:
+            tooled.update((name, name.lower()))
+    return windows, prices, frozenset(tooled)
 
 
 def _count(value: object) -> int | None:

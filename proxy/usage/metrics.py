@@ -87,6 +87,18 @@ class Metrics:
             ("team",),
             registry=r,
         )
+        self.recall_declared = Counter(
+            p + "recall_declared",
+            "Trimmed requests the proxy declared its context_recall tool in.",
+            ("team",),
+            registry=r,
+        )
+        self.recall_rounds = Counter(
+            p + "recall_rounds",
+            "Rounds the proxy continued an answer after serving context_recall itself.",
+            ("team",),
+            registry=r,
+        )
         self.passthrough = Counter(
             p + "passthrough_requests",
             "Other /v1 requests forwarded unchanged.",

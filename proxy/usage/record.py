@@ -73,6 +73,10 @@ class UsageRecord:
     spend_limit_usd: float | None = None
     spend_level: Level = Level.NORMAL
     spend_period: str | None = None  # "day" or "month"
+    # The rounds the proxy continued the answer after serving its context_recall tool (each
+    # round's tokens are in the counts above), and the tokens of the tool's answers.
+    recall_rounds: int = 0
+    recalled_tokens: int = 0
 
     def to_json_line(self) -> bytes:
         """The record as one JSON line ending in a newline (orjson handles slots and enums)."""

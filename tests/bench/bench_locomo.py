@@ -239,7 +239,7 @@ def summary_methods(
 ) -> dict[str, Method]:
     """The planner (bm25) with proxy summaries of every older span on offer; fills `covers`."""
     try:
-        from proxy.planner.request import SUMMARY_PREFIX, ExtraSummary, plan_request
+        from proxy.planner.request import SUMMARY_PREFIX, ExtraSummary, Offered, plan_request
         from proxy.policy.model import (
             BudgetPolicy,
             CachePolicy,
@@ -278,7 +278,7 @@ def summary_methods(
             body = {"model": MODEL, "messages": [system, *conv.messages, question]}
             extra = offers[name][case.conv]
             return list(
-                plan_request(body, policy, tok, budget, extra_summaries=extra).body["messages"]
+                plan_request(body, policy, tok, budget, offered=Offered(extra)).body["messages"]
             )
 
         return run

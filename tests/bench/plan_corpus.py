@@ -37,7 +37,7 @@ from bench_locomo import DEFAULT_PATH as LOCOMO  # noqa: E402
 from bench_locomo import MODEL, SYSTEM, load  # noqa: E402
 
 from proxy.errors import ContextLengthExceeded  # noqa: E402
-from proxy.planner import ExtraSummary, Kept, PlanOutcome, plan_request  # noqa: E402
+from proxy.planner import ExtraSummary, Kept, Offered, PlanOutcome, plan_request  # noqa: E402
 from proxy.policy.model import (  # noqa: E402
     BudgetPolicy,
     CachePolicy,
@@ -106,7 +106,7 @@ def locomo_cases(tok: Any) -> Iterator[Case]:
                 yield (
                     f"locomo-sum/{n}/{cache}",
                     lambda b=body, p=policy, e=extra: plan_request(
-                        b, p, tok, 4000, extra_summaries=e
+                        b, p, tok, 4000, offered=Offered(e)
                     ),
                 )
 
@@ -184,7 +184,7 @@ def fuzz_cases(count: int, keep: Path | None) -> Iterator[Case]:
         yield (
             f"{name}/{n}",
             lambda b=body, p=policy, w=window, t=tok, e=extra: plan_request(
-                b, p, t, w, extra_summaries=e
+                b, p, t, w, offered=Offered(e)
             ),
         )
 

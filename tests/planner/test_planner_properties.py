@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.parts.decision import MARKER
 from proxy.planner.parts.groups import shape
-from proxy.planner.request import ExtraSummary, plan_request
+from proxy.planner.request import ExtraSummary, Offered, plan_request
 from proxy.policy.model import BudgetPolicy, HistoryPolicy, Policy, TagsPolicy, VisibilityPolicy
 from proxy.tokens.counter import TokenCounter
 from proxy.types import Tokenizer
@@ -211,7 +211,7 @@ def check(
     body = {"model": "m", "messages": msgs}
     snapshot = orjson.dumps(body)
     try:
-        out = plan_request(body, policy, tokenizer, window, extra_summaries=extra or ())
+        out = plan_request(body, policy, tokenizer, window, offered=Offered(extra or ()))
     except ContextLengthExceeded as refused:
         # Refused only by the policy, or when what cannot be cut is over the window itself.
         over_window = "over the model's context window" in str(refused)
@@ -294,7 +294,7 @@ def check(
     assert fwd_calls & orig_results <= set(fwd_results)
     # Deterministic.
     again = plan_request(
-        copy.deepcopy(body), policy, tokenizer, window, extra_summaries=extra or ()
+        copy.deepcopy(body), policy, tokenizer, window, offered=Offered(extra or ())
     )
     assert orjson.dumps(again.body) == orjson.dumps(out.body)
     # Untagged and within budget: the very same body.

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from proxy.errors import ContextLengthExceeded
-from proxy.planner import Kept
+from proxy.planner import Kept, Offered
 from proxy.planner import request as planning
 from proxy.planner.parts.decision import MARKER
 from proxy.planner.request import ExtraSummary, plan_request
@@ -511,7 +511,7 @@ def test_summary_removed_when_its_cluster_is_kept_whole() -> None:
 def test_extra_summary_replaces_a_dropped_span() -> None:
     msgs = [*chat(30), user("now")]
     extra = [ExtraSummary(1, 21, "the first ten turns, in short", key="abc")]
-    out = plan_request(body_of(msgs), OFF, WORDS, 1200, extra_summaries=extra)
+    out = plan_request(body_of(msgs), OFF, WORDS, 1200, offered=Offered(extra))
     fwd = out.body["messages"]
     assert fwd[1] is msgs[1]  # the setup, kept whole: the summary stands in for the rest
     assert fwd[2]["role"] == "system" and "the first ten turns" in fwd[2]["content"]

@@ -19,7 +19,7 @@ import pytest
 
 from proxy.policy.model import hash_key
 from proxy.server.pipeline import plan_step
-from proxy.server.pipeline.exchange import EXACT_CHARS, estimate_completion
+from proxy.server.pipeline.estimates import EXACT_CHARS, estimate_completion
 from proxy.server.pipeline.plan_step import plan_in_thread, tag_marks
 from proxy.tokens import text as token_text
 from proxy.usage.ledger import UsageRecord

@@ -12,7 +12,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.planner.request import SUMMARY_PREFIX, plan_request
+from proxy.planner.request import SUMMARY_PREFIX, Offered, plan_request
 from proxy.policy.model import HistoryPolicy, ModelPolicy, Policy, SummaryPolicy, UpstreamPolicy
 from proxy.summaries.calls import SpendBook, parse_answer
 from proxy.summaries.spans import (
@@ -326,7 +326,7 @@ class Rig:
         body = {"model": "gpt-4o", "messages": messages}
         tok = WordTokenizer()
         found = await self.summarizer.lookup(self.policy, body)
-        outcome = plan_request(body, self.policy, tok, 180, extra_summaries=found.found)
+        outcome = plan_request(body, self.policy, tok, 180, offered=Offered(found.found))
         self.summarizer.schedule(found, outcome, self.target, tok, self.spawn)
         return outcome
 

@@ -15,10 +15,11 @@ from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.memo import Head, Kept, PlanMemo, head_key
 from proxy.planner.parts.messages import command_text, render, tool_name
-from proxy.planner.parts.recall_ids import LONGEST_ID, MESSAGE, REPLY, STRETCH
+from proxy.planner.parts.recall_ids import KINDS as RECALL_KINDS
+from proxy.planner.parts.recall_ids import LONGEST_ID, MESSAGE, REPLY, STRETCH, message_digest
 from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
-from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, add_summaries
+from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, Offered, add_summaries
 from proxy.planner.parts.tag_fields import section_policy
 from proxy.planner.parts.turns import Turn, history_turns
 
@@ -27,6 +28,7 @@ __all__ = [
     "LONGEST_MARKER",
     "MESSAGE",
     "OVER_BUDGET",
+    "RECALL_KINDS",
     "REPLY",
     "STRETCH",
     "SUMMARY_PREFIX",
@@ -38,6 +40,7 @@ __all__ = [
     "Kept",
     "Kind",
     "Layout",
+    "Offered",
     "PlanMemo",
     "Run",
     "Turn",
@@ -50,6 +53,7 @@ __all__ = [
     "history_turns",
     "max_output",
     "measure",
+    "message_digest",
     "overhead",
     "render",
     "role_of",

@@ -37,6 +37,10 @@ class Run:
     recall: bool = True
     # The worker's plans of conversations as of their step boundaries (memo.py).
     memo: PlanMemo | None = None
+    # Tokens the caller adds to a request it trims (the recall tool's declaration): a plan
+    # over the budget fits in that much less; `held` says how much was so held back.
+    reserve: int = 0
+    held: int = 0
 
     @property
     def names(self) -> tuple[str, bool]:

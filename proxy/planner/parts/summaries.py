@@ -23,6 +23,16 @@ class ExtraSummary:
     key: str = ""  # the summary cache's key, echoed in the report's reason
 
 
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """What a caller offers a plan besides the body: proxy-made summaries of spans of it,
+    and the tokens it will add to the request if the plan trims it (the recall tool's
+    declaration): a trimmed request fits in that much less than its budget."""
+
+    summaries: Sequence[ExtraSummary] = ()
+    reserve: int = 0
+
+
 def add_summaries(
     layout: Layout, extra: Sequence[ExtraSummary], tokenizer: Tokenizer, policy: Policy
 ) -> None:

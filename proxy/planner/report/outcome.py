@@ -31,6 +31,8 @@ class PlanOutcome:
     # Old tool results cleared (placeholder in place of the content); also counted in
     # `truncated`, the usage row's counter for content cut but kept.
     cleared: int = 0
+    # Tokens of the budget left for what the caller adds to a trimmed request (Offered).
+    held: int = 0
     _report: PlanReport | None = field(default=None, init=False, repr=False)
 
     @property
@@ -79,10 +81,12 @@ def make_outcome(
     changed = forwarded is not run.body
     before, after = tokens
     budget, window, estimated = run.budget, run.window, run.tokenizer.estimated
+    if budget is not None:
+        budget += run.held  # what the caller adds goes within the request's budget
     if not counts:  # the common case, a request forwarded as it came: nothing to add up
         return PlanOutcome(
             forwarded, changed, budget, window, before, after, 0, 0, 0, 0, 0,
-            problems, estimated, report,
+            problems, estimated, report, held=run.held,
         )  # fmt: skip
     trimmed = sum(map(counts.get, _TRIMS, _ZEROS))
     cleared = counts.get(Action.CLEAR, 0)
@@ -102,4 +106,5 @@ def make_outcome(
         estimated=estimated,
         make_report=report,
         cleared=cleared,
+        held=run.held,
     )

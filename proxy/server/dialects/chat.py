@@ -9,6 +9,7 @@ from starlette.datastructures import Headers
 
 from proxy.planner import PlanOutcome
 from proxy.policy import Policy, PolicySet
+from proxy.recall import with_tool
 from proxy.server.core.services import Services
 from proxy.server.pipeline.answer_step import chat_text_of
 from proxy.server.pipeline.dialect import DialectBase, Flight
@@ -48,6 +49,8 @@ class Chat(DialectBase):
 
     async def payload(self, services: Services, ex: Exchange, flight: Flight) -> bytes:
         assert flight.outcome is not None
+        if flight.recall is not None:
+            flight.outcome.body = with_tool(flight.outcome.body, self.api)
         payload, flight.client_wants_usage = forwarded_payload(
             flight.raw, flight.body, flight.outcome, ex.stream
         )

@@ -60,7 +60,8 @@ class Messages(DialectBase):
     async def payload(self, services: Services, ex: Exchange, flight: Flight) -> bytes:
         conv, outcome = flight.neutral, flight.outcome
         assert isinstance(conv, Converted) and outcome is not None
-        return await written_back(services, ex, flight, written, flight.body, conv, outcome)
+        body = flight.declared(self.api)
+        return await written_back(services, ex, flight, written, body, conv, outcome)
 
     def target(
         self, services: Services, headers: Headers, policies: PolicySet, policy: Policy

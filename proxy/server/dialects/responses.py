@@ -62,7 +62,7 @@ class Responses(DialectBase):
     async def payload(self, services: Services, ex: Exchange, flight: Flight) -> bytes:
         conv = flight.neutral
         assert isinstance(conv, Converted)
-        args = (services, ex, flight.raw, flight.body, conv)
+        args = (services, ex, flight.raw, flight.declared(self.api), conv)
         payload = await written_back(services, ex, flight, forwarded, *args)
         flight.outcome = ex.outcome  # unplanned, if writing it back failed
         return payload

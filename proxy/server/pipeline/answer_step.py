@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -13,7 +13,8 @@ import orjson
 from proxy.errors import UpstreamUnreachable
 from proxy.server.core import responses
 from proxy.server.core.services import Services
-from proxy.server.pipeline.exchange import Exchange, estimate_completion
+from proxy.server.pipeline.estimates import estimate_completion
+from proxy.server.pipeline.exchange import Exchange
 from proxy.types import Tokenizer
 from proxy.upstream import StreamTap, UpstreamBroke, UpstreamResponse
 
@@ -71,11 +72,13 @@ async def relay_stream(
     tokenizer: Tokenizer,
     tap: StreamTap,
     error_event: Callable[[str, str, str], bytes],
+    source: AsyncIterator[bytes] | None = None,
 ) -> AsyncGenerator[bytes]:
-    """Pass events on as they arrive; on a break, one error event and a clean end."""
+    """Pass events on as they arrive (the upstream's, or what `source` makes of them: the
+    rounds of a recall); on a break, one error event and a clean end."""
     status, error = 200, None
     try:
-        async for chunk in upstream.chunks():
+        async for chunk in source if source is not None else upstream.chunks():
             out = tap.feed(chunk)
             if out:
                 yield out

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
+from proxy.recall import with_tool
 from proxy.server.pipeline.body_limits import check_counts
 from proxy.server.pipeline.plan_step import off_loop
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from proxy.policy import Policy, PolicySet
     from proxy.server.core.services import Services
     from proxy.server.pipeline.exchange import Exchange
+    from proxy.server.pipeline.recall_step import RecallRun
     from proxy.summaries import Lookup, SummaryTarget
     from proxy.upstream import StreamTap
 
@@ -49,6 +51,11 @@ class Flight:
     outcome: PlanOutcome | None = None
     payload: bytes = b""
     client_wants_usage: bool = False  # a chat stream whose client asked for usage itself
+    recall: RecallRun | None = None  # the recall tool went in the payload (recall_step.py)
+
+    def declared(self, api: str) -> dict[str, Any]:
+        """The client's body, with the recall tool after its own when it goes along."""
+        return with_tool(self.body, api) if self.recall is not None else self.body
 
 
 class Dialect(Protocol):

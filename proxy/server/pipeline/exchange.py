@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -13,7 +12,7 @@ from proxy.server.core.request_ids import new_request_id
 from proxy.server.core.responses import header_value
 from proxy.server.pipeline.booked import after_booking, charge_spend, let_go_holds
 from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES, Cache, billed, policy_model
-from proxy.types import Level, Tokenizer
+from proxy.types import Level
 from proxy.usage import OTHER, UsageRecord, level_for, utc_iso
 
 _LEVELS = {level: level.value.encode("ascii") for level in Level}
@@ -27,26 +26,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("context_proxy.requests")
-
-# An answer without `usage` is estimated: its first EXACT_CHARS counted exactly (a few
-# milliseconds even for hostile text), the rest at the prefix's rate but never below a token
-# per MAX_CHARS_PER_TOKEN characters: a 20 MB answer no longer holds the event loop for 17 s.
-EXACT_CHARS = 32_768
-MAX_CHARS_PER_TOKEN = 4.0
-
-
-def estimate_completion(tokenizer: Tokenizer, text: str, chars_beyond: int = 0) -> int:
-    """Tokens in `text` and `chars_beyond` more characters the stream tap did not keep:
-    exact up to EXACT_CHARS, then extrapolated (bounded time)."""
-    if len(text) <= EXACT_CHARS and not chars_beyond:
-        return tokenizer.count_text(text)
-    head_text = text[:EXACT_CHARS]
-    head = tokenizer.count_text(head_text)
-    # The rest at the head's rate, but at least a token per 4 characters: a head of
-    # friendly text must not let hostile text after it be charged as almost nothing.
-    rate = max(head / len(head_text) if head_text else 0.0, 1 / MAX_CHARS_PER_TOKEN)
-    return head + math.ceil((len(text) - len(head_text) + chars_beyond) * rate)
-
 
 # More tokens than any request can use: an upstream's count past it is not booked.
 MAX_REPORTED_TOKENS = 100_000_000
@@ -98,6 +77,8 @@ class Exchange:
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)
     trace: RequestTrace | None = None  # its spans, when tracing is on
+    recall_rounds: int = 0  # answers the proxy continued after serving context_recall
+    recalled_tokens: int = 0  # tokens of the tool's answers it served
     # Set by finish, read by book: when and how it ended, and the plan's figures.
     ended: float = 0.0
     ended_at: float = 0.0  # time.time(), for the row's timestamp
@@ -252,6 +233,8 @@ class Exchange:
             None if spent is None or spent.limit is None else spent.limit / MICRO,
             Level.NORMAL if spent is None else spent.level,  # spend_level
             None if spent is None else spent.period,  # spend_period
+            self.recall_rounds,
+            self.recalled_tokens,
         )
         services.usage.write(record)
         after_booking(self, services, record, self._model_label(services, status))

@@ -22,6 +22,12 @@ from proxy.server.pipeline.exchange import Exchange
 from proxy.server.pipeline.forward_step import failed, summarize_later, traced
 from proxy.server.pipeline.plan_step import checked_density, plan, tag_marks, tokenizer_for
 from proxy.server.pipeline.quota_step import check_quota, expected_use, hold_in_fleet
+from proxy.server.pipeline.recall_step import (
+    open_recall,
+    plain_rounds,
+    recall_reserve,
+    stream_rounds,
+)
 from proxy.server.pipeline.request_body import read_body
 from proxy.summaries import SummaryTarget
 from proxy.tokens import ChatTokenizer, cost_in_text
@@ -56,10 +62,12 @@ async def run(request: Request, dialect: Dialect) -> Response:
         flight.neutral = neutral = await dialect.to_neutral(services, policy.team, flight)
         if dialect.summaries:  # summaries made earlier: looked up, never waited for
             flight.cached = await services.summaries.lookup(policy, neutral.body)
+        reserve = recall_reserve(services, policy, dialect.api, body, neutral.body, tokenizer)
         ex.outcome = flight.outcome = await plan(
             services, policy, neutral.body, tokenizer, len(raw), flight.cached, ex.request_id,
-            tags=tag_marks(raw),
+            tags=tag_marks(raw), reserve=reserve,
         )  # fmt: skip
+        flight.recall = open_recall(services, ex, neutral.body, flight.outcome)
         dialect.after_plan(flight)
         use = expected_use(flight.outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
         check_quota(services, ex, use)
@@ -75,9 +83,18 @@ async def run(request: Request, dialect: Dialect) -> Response:
             if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
                 summarize(services, dialect, ex, flight, target, tokenizer)
                 tap = dialect.tap(flight)
-                events = relay_stream(services, ex, upstream, tokenizer, tap, dialect.error_event)
+                rounds = None
+                if flight.recall is not None:
+                    sent = (flight.payload, target)
+                    rounds = stream_rounds(services, ex, flight.recall, sent, upstream, tokenizer)
+                events = relay_stream(
+                    services, ex, upstream, tokenizer, tap, dialect.error_event, rounds
+                )
                 return responses.streamed(200, upstream.headers, events, ex.context_headers())
             answer = await upstream.read()
+            if flight.recall is not None and ex.answered:
+                sent = (flight.payload, target)
+                answer = await plain_rounds(services, ex, flight.recall, sent, answer, tokenizer)
         ex.upstream_ended = time.perf_counter()
     except Exception as exc:  # refused, gone, or a bug: a usage row, in the API's shape
         return dialect.answer_failure(failed(services, ex, exc), ex)

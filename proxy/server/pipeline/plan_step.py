@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from proxy.errors import InvalidRequest, PlanFailed, ProxyError
-from proxy.planner import ExtraSummary, PlanOutcome, plan_request, unplanned
+from proxy.planner import ExtraSummary, Offered, PlanOutcome, plan_request, unplanned
 from proxy.policy import Policy
 from proxy.server.core.services import Services
 from proxy.server.pipeline.body_limits import check_density, needs_exact_count
@@ -101,13 +101,15 @@ async def plan(
     fail_open: bool = True,
     tags: int = 0,
     inclusion: bool | None = None,
+    reserve: int = 0,
 ) -> PlanOutcome:
     """`plan_request`, in a worker thread for a big body (see plan_in_thread). A failure
     that is not the request's fault (a bug) forwards the request as it came when
     `fail_open`: an untrimmed request may still fit, and the upstream's own error is better
     than the proxy's. With --inclusion-log, a request that names ids gets its log line;
     `inclusion` says whether this route records one (default: routes that forward, i.e.
-    `fail_open`; the plan endpoint forwards nothing, so nothing went in)."""
+    `fail_open`; the plan endpoint forwards nothing, so nothing went in). `reserve`: the
+    tokens the recall tool's declaration adds to a request that is trimmed."""
     window = services.windows.lookup(body["model"], policy)
     if window is None:
         note_unknown_model(services, body["model"], policy.team)
@@ -123,12 +125,13 @@ async def plan(
                 policy,
                 tokenizer,
                 window,
-                extra_summaries=extra,
+                offered=Offered(extra, reserve),
                 kept=services.kept,
             )
         else:
+            offered = Offered(extra, reserve)
             outcome = plan_request(
-                body, policy, tokenizer, window, extra_summaries=extra, kept=services.kept
+                body, policy, tokenizer, window, offered=offered, kept=services.kept
             )
     except ProxyError:
         raise

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proxy.cli.main import main
-from proxy.planner import Kept
+from proxy.planner import Kept, Offered
 from proxy.planner.cache.stable_cut import boundary, step_of
 from proxy.planner.history.recall import RECALL_HEAD, RECALL_ROLE, speaker_line
 from proxy.planner.parts.decision import MARKER
@@ -386,7 +386,7 @@ def test_summaries_stand_in_for_what_the_plan_dropped() -> None:
     for body in replay(messages)[20:]:
         current = len(body["messages"]) - 1
         extra = summaries_for(messages, current)
-        result = plan_request(body, pol, WORDS, WINDOW, extra_summaries=extra)
+        result = plan_request(body, pol, WORDS, WINDOW, offered=Offered(extra))
         out = result.body["messages"]
         assert tokens(WORDS, body, out) <= 800
         texts = [m["content"] for m in out if m["content"].startswith(SUMMARY_PREFIX)]

@@ -1,0 +1,139 @@
+"""Lookup: what a recall id or a query names, found in the request in flight.
+
+The client resent the whole history, and the plan forwarded part of it: an omitted part is
+an original message that the forwarded request does not hold as it came. An id names the
+message whose digest it carries (planner/parts/recall_ids.py) and, by its kind, how far
+the part reaches from there: the message alone (`m`), its reply's assistant messages
+(`r`), or the stretch of turns (`t`) up to the next message forwarded as it came. A query
+names the omitted messages that best match it (BM25, relevance/). Nothing is kept between
+requests: the lookup is made from the two lists when the model first asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.planner import RECALL_KINDS, message_digest, quote, tool_name
+from proxy.relevance import score_history
+
+_OPERATOR = ("system", "developer")
+_RESULTS = ("tool", "function")
+_MADE = "[context-proxy:"  # a marker, a placeholder or a recall: the proxy's own text
+
+
+class Recallable:
+    """The omitted parts of one request: the client's messages (`original`, as the planner
+    read them) against what was forwarded (`forwarded`, the planner's messages)."""
+
+    def __init__(self, original: Sequence[Any], forwarded: Sequence[Any]) -> None:
+        self._original = original
+        self._forwarded = forwarded
+        self._digests: list[str] | None = None
+        self._sent: set[str] | None = None
+        # The current turn (the last user message on) is never omitted: where parts end.
+        users = [i for i, m in enumerate(original) if _role(m) == "user"]
+        self._end = users[-1] if users else len(original)
+
+    def _read(self) -> tuple[list[str], set[str]]:
+        if self._digests is None or self._sent is None:
+            self._digests = [message_digest(m) for m in self._original]
+            self._sent = {message_digest(m) for m in self._forwarded if not _made(m)}
+        return self._digests, self._sent
+
+    def span(self, recall_id: str) -> list[int]:
+        """The original messages an id names (empty when it names none): every message
+        that carries its digest, and how far its kind reaches from each."""
+        kind, _, digest = recall_id.strip().partition("-")
+        if kind not in RECALL_KINDS or len(digest) != 8:
+            return []
+        digests, sent = self._read()
+        out: list[int] = []
+        for start, d in enumerate(digests[: self._end]):
+            if d != digest:
+                continue
+            out.append(start)
+            if kind == "m":
+                continue
+            for i in range(start + 1, self._end):
+                if digests[i] in sent or (kind == "r" and _role(self._original[i]) != "assistant"):
+                    break
+                out.append(i)
+        return sorted(set(out))
+
+    def omitted(self) -> list[int]:
+        """The history's messages not forwarded as they came (the setup's operator text
+        aside: it is the operator's, not the conversation's)."""
+        digests, sent = self._read()
+        return [
+            i
+            for i in range(self._end)
+            if digests[i] not in sent and _role(self._original[i]) not in _OPERATOR
+        ]
+
+    def matching(self, query: str) -> list[tuple[int, float]]:
+        """The omitted messages that match `query`, the best first, with their scores."""
+        omitted = self.omitted()
+        texts = [text_of(self._original[i]) for i in omitted]
+        scores = score_history(query, texts)
+        ranked = sorted(zip(omitted, scores, strict=True), key=lambda p: (-p[1], -p[0]))
+        return [(i, s) for i, s in ranked if s > 0.0]
+
+    def quoted(self, i: int) -> str:
+        """Message i as a recalled part: whose it was, then its text quoted."""
+        m = self._original[i]
+        role = _role(m)
+        if role in _RESULTS:
+            call = next((c for c in reversed(self._original[:i]) if _role(c) == "assistant"), None)
+            return quote(f"Result of {tool_name(m, call)}", text_of(m))
+        if role == "assistant":
+            calls = _calls(m)
+            text = text_of(m)
+            if calls:
+                text = (text + "\n" if text else "") + "\n".join(calls)
+            return quote("Assistant", text)
+        if role in _OPERATOR:
+            return quote("Operator", text_of(m))
+        return quote("User", text_of(m))
+
+
+def text_of(message: Any) -> str:
+    """A message's text: its string content, or its text parts joined (an image or a
+    file as a word saying so)."""
+    content = message.get("content") if type(message) is dict else None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        text = part.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+        elif part.get("type") in ("image_url", "input_image", "image"):
+            parts.append("[an image]")
+        elif part.get("type") in ("file", "input_file", "document"):
+            parts.append("[a file]")
+    return "\n".join(parts)
+
+
+def _role(message: Any) -> str:
+    role = message.get("role") if type(message) is dict else None
+    return role if isinstance(role, str) else "?"
+
+
+def _made(message: Any) -> bool:
+    content = message.get("content") if type(message) is dict else None
+    return isinstance(content, str) and content.startswith(_MADE)
+
+
+def _calls(message: Any) -> list[str]:
+    calls = message.get("tool_calls") if type(message) is dict else None
+    out: list[str] = []
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            out.append(f"(called {function.get('name')} with {function.get('arguments')})")
+    return out
