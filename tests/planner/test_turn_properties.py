@@ -213,6 +213,8 @@ def check(chat: Chat, policy: Policy, window: int, answer: int, tokenizer: Token
     required = sum(tokenizer.count_message(m) for m in msgs[: chat.setup])
     required += sum(tokenizer.count_message(m) for m in msgs[chat.current :])
     room = out.budget - required - tokenizer.count_request_overhead(body)
+    if len(history) > 1 and not history[0].question:  # the opening's answer is the setup's
+        room -= sum(tokenizer.count_message(msgs[i]) for i in history[0].replies)
     said = [n for n, t in enumerate(history) if t.question or t.replies]
     newest = said[-max(policy.history.keep_recent, 1) :] if said else []
 
@@ -229,7 +231,8 @@ def check(chat: Chat, policy: Policy, window: int, answer: int, tokenizer: Token
         for n in newest:
             for i in (*history[n].question, *history[n].replies):
                 assert present.get(key(msgs, i)) == msgs[i], "one of the newest turns not whole"
-    if history and history[-1].replies and room - size(history[-1]) > 0:
+    marker = 16  # a marker of the turns omitted before it, with its recall id
+    if history and history[-1].replies and room - size(history[-1]) - marker > 0:
         assert any(text(i) for i in history[-1].replies), "the previous reply as a placeholder"
     elif history and history[-1].replies and room > 200:
         last = history[-1]

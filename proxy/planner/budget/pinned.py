@@ -95,8 +95,9 @@ def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) ->
             continue
         if place == 0:
             # Past half the room, the previous turn may take what is left of it (less a
-            # marker of the turns before it, if there are any to omit).
-            rest = room - (state.placeholder_tokens[1] if len(turns) > 1 else 0)
+            # marker of the turns before it, if there are any to omit: the opening never is).
+            others = len(turns) - 1 - (opening is not None)
+            rest = room - (state.placeholder_tokens[1] if others else 0)
             _previous(state, out, (asked, said), left, rest)
         elif said and q < left:  # the boundary: its question, its reply's head and end
             cut = _reply_cut(state, said, left - q, why)
