@@ -19,10 +19,11 @@ one pass pairs them) in one of its forms: whole, cut (its head kept), masked (a
   tool exchanges with no final answer, its newest step with its output's text (None when
   the request has no history turn);
 - recency inverted: one of the newest three turns gone (its question, or its reply) while
-  an older turn is forwarded whole, where those three fit in half the budget;
+  an older turn is forwarded whole, where those three fit in half the room the required
+  parts leave (the budget less the setup and the current turn: the contract's measure);
 - newest reply omitted: one of the newest three turns with its final answer masked or
   gone (or the turn gone) while an older turn is forwarded whole, where those three fit in
-  half the budget.
+  half that room.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ Msg = dict[str, Any]
 PROXY = "[context-proxy:"  # a placeholder, a recall, an omitted-turns marker
 CLEARED = "[context-proxy: result of"  # a text agent's output cleared, in its place
 _HEAD = 64
+_MIN_HEAD = 24  # characters a cut's head holds at least to be told apart from chance
 NEWEST = 3
 _OPERATOR = ("system", "developer")
 
@@ -116,6 +118,9 @@ def _form(original: Msg, sent: Msg) -> str | None:
     head = _squeezed(str(b or "")[:_HEAD])
     if isinstance(a, str) and head and _squeezed(a).startswith(head):
         return CUT
+    kept = _squeezed(a.split("\n[…", 1)[0]) if isinstance(a, str) and "\n[…" in a else ""
+    if len(kept) >= _MIN_HEAD and _squeezed(str(b or "")).startswith(kept):
+        return CUT  # its head kept (shorter than _HEAD), then the cut's marker
     if _call_ids(sent) and not str(a or "").strip():
         return CUT  # a call whose text was dropped
     return None
@@ -255,7 +260,7 @@ def coherence(
     question: Callable[[Msg], bool] = is_question,
 ) -> Coherence:
     found = forms(messages, out)
-    turns, _ = history_turns(messages, setup, question)
+    turns, current = history_turns(messages, setup, question)
     split = 0
     kept: list[bool] = []  # per turn: any of it forwarded
     readable: list[bool] = []  # per turn: its question, and its final answer as text
@@ -290,7 +295,9 @@ def coherence(
     if newest:
         size = sum(cost(messages[i]) for t in newest for i in (*turns[t].question, *turns[t].rest))
         older_whole = any(whole[t] for t in asked if t < newest[0])
-        if 2 * size <= budget and older_whole:
+        # The room the required parts leave: the budget less the setup and the current turn.
+        required = sum(cost(m) for m in (*messages[:setup], *messages[current:]))
+        if 2 * size <= budget - required and older_whole:
             inverted = any(not kept[t] for t in newest)
             omitted = any(not readable[t] for t in newest)
     return Coherence(split, previous, inverted, omitted)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 TOOL = "context_recall"
-IDS = re.compile(r"recall id ([trm]-[0-9a-f]{8})")
+IDS = re.compile(r"recall ([trm][0-9a-f]{6})\b")
 BEFORE_CALL = "Let me look back at that."
 FIRST_TOKEN_DELAY_S = 0.05  # before its first words (a stream's time to first token)
 

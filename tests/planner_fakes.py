@@ -52,7 +52,7 @@ class WordTokenizer:
         return 3
 
 
-RECALL_ID = re.compile(r", recall id [trm]-[0-9a-f]{8}")
+RECALL_ID = re.compile(r", recall [trm][0-9a-f]{6}")
 
 
 def without_ids(text: object) -> str:

@@ -21,7 +21,7 @@ from proxy.types import Tokenizer
 HEAD = "[context-proxy: recalled from earlier in this conversation, quoted]"
 USAGE = (
     "[context-proxy: context_recall takes `ids` (a list of recall ids from the "
-    "[context-proxy: …, recall id …] markers) and/or `query` (what to look for in the "
+    "[context-proxy: …, recall …] markers) and/or `query` (what to look for in the "
     "parts left out)]"
 )
 MAX_IDS = 64  # ids read from one call

@@ -17,6 +17,8 @@ from typing import Any
 from proxy.planner import RECALL_KINDS, message_digest, quote, tool_name
 from proxy.relevance import score_history
 
+DIGEST_CHARS = 6  # what planner/parts/recall_ids.py makes
+
 _OPERATOR = ("system", "developer")
 _RESULTS = ("tool", "function")
 _MADE = "[context-proxy:"  # a marker, a placeholder or a recall: the proxy's own text
@@ -44,8 +46,9 @@ class Recallable:
     def span(self, recall_id: str) -> list[int]:
         """The original messages an id names (empty when it names none): every message
         that carries its digest, and how far its kind reaches from each."""
-        kind, _, digest = recall_id.strip().partition("-")
-        if kind not in RECALL_KINDS or len(digest) != 8:
+        rid = recall_id.strip()
+        kind, digest = rid[:1], rid[1:]
+        if kind not in RECALL_KINDS or len(digest) != DIGEST_CHARS:
             return []
         digests, sent = self._read()
         out: list[int] = []

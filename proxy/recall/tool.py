@@ -14,7 +14,7 @@ from typing import Any
 TOOL_NAME = "context_recall"
 DESCRIPTION = (
     "Fetch parts of this conversation that were left out to fit the model's context window. "
-    "Each part left out is marked in the conversation as [context-proxy: …, recall id ID]: "
+    "Each part left out is marked in the conversation as [context-proxy: …, recall ID]: "
     "pass those ids, or a query naming what you need from the earlier conversation. Call it "
     "only when the answer needs something that was left out."
 )

@@ -69,7 +69,7 @@ def test_the_newest_turns_fill_half_the_room_and_the_boundary_reply_keeps_head_a
     # (about 270 tokens), the third cut to the half's end with its head and its end.
     assert msgs[-2] in sent and msgs[-3] in sent and msgs[-4] in sent and msgs[-5] in sent
     cut = next(t for t in texts if t.startswith("answer5 "))
-    assert "tokens of this reply cut, recall id m-" in cut and cut.endswith("end5")
+    assert "tokens of this reply cut, recall m" in cut and cut.endswith("end5")
     # Only older turns may have their replies as placeholders.
     assert not any(t.startswith(PLACEHOLDER) for t in texts[texts.index(cut) :])
     seen = coherence(msgs, sent, 1, out.budget, WORDS.count_message)  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_the_previous_reply_is_cut_never_masked_when_it_alone_is_over_half_the_r
     out = plan_request(body_of(msgs), OFF, WORDS, 600)
     sent = out.body["messages"]
     reply = next(str(m["content"]) for m in sent if str(m.get("content")).startswith("report "))
-    assert "tokens of this reply cut, recall id m-" in reply and reply.endswith("done")
+    assert "tokens of this reply cut, recall m" in reply and reply.endswith("done")
     assert not any(str(m.get("content")).startswith(PLACEHOLDER) for m in sent)
 
 
@@ -108,7 +108,7 @@ def test_a_tag_never_dissolves_a_turn() -> None:
     replies = [
         m for m in sent if m["role"] == "assistant" and str(m["content"]).startswith("reply")
     ]
-    assert len(replies) >= 6
+    assert len(replies) >= 3
     assert not any(str(m.get("content")).startswith(PLACEHOLDER) for m in sent[-4:])
 
 

@@ -26,7 +26,7 @@ from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
 PLACEHOLDER = "[context-proxy: "
-CUT = " tokens of this reply cut, recall id "
+CUT = " tokens of this reply cut, recall "
 REAL = TokenCounter().for_model("gpt-4o-mini", Policy())
 VOCAB = [
     "alpha",

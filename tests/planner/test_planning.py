@@ -185,7 +185,7 @@ def test_required_overflow_within_the_window_is_forwarded_alone() -> None:
     assert fwd[-1] is body["messages"][-1]
     assert without_ids(fwd[2]["content"]) == "[context-proxy: reply of 204 tokens omitted]"
     assert out.problems == [
-        "required parts over the budget by 129 tokens: forwarded alone, within the context window"
+        "required parts over the budget by 128 tokens: forwarded alone, within the context window"
     ]
     # The answer's reserve counts: with max_tokens the same parts no longer fit.
     with pytest.raises(ContextLengthExceeded) as info:
@@ -422,7 +422,7 @@ def test_low_section_keeps_its_reservation_and_high_comes_first() -> None:
     assert by_msg[(3, "message")].tokens_after == WORDS.count_message(
         {
             "role": "assistant",
-            "content": "[context-proxy: reply of 405 tokens omitted, recall id r-0]",
+            "content": "[context-proxy: reply of 405 tokens omitted, recall r000000]",
         }
     )
     assert out.tokens_after <= out.budget

@@ -33,7 +33,7 @@ from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
 VOCAB = ["alpha", "beta", "tea", "Paris", "zebra", "ledger", "refund", "A12", "the"]
-MARKER = re.compile(r"^\[context-proxy: (\d+) earlier turns? omitted, recall id t-[0-9a-f]{8}\]$")
+MARKER = re.compile(r"^\[context-proxy: (\d+) earlier turns? omitted, recall t[0-9a-f]{6}\]$")
 PLACEHOLDER = "[context-proxy: "
 
 short = st.integers(1, 12).map(lambda n: " ".join(VOCAB[i % 9] for i in range(n)))

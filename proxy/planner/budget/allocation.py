@@ -77,7 +77,7 @@ class Planner:
         """What depends on the budget and is made once, before any plan (re-plans that
         tighten it keep it): a setup over half of `budget` cut (setup_cut.py), its cut
         parts then required at their cut size; the newest turns pinned (pinned.py); the
-        room the recall holds at most."""
+        room the recall holds at most (a share of what the newest turns leave)."""
         if self._capped:
             return
         self._capped = True
@@ -90,10 +90,10 @@ class Planner:
         if cuts:
             self._required = None  # their costs changed
         left = budget - fixed - sum(self.required()[1].values())
-        pin_turns(state, left)
+        pinned = pin_turns(state, (left, self.limit - fixed - sum(self.required()[1].values())))
         if state.preset.keys() - cuts.keys() or state.opening:
             self._required = None  # the pinned parts are required now
-        self.recall = recall_room(state, left) if self._recalls else 0
+        self.recall = recall_room(state, left - pinned) if self._recalls else 0
 
     def plan(self, budget: int, fixed: int) -> Plan:
         """Decisions for `budget` tokens, of which `fixed` (request overhead) are spoken for."""

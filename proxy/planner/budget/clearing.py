@@ -49,7 +49,7 @@ COMPACTED = "compacted: "  # the reason of a result sent as the same JSON withou
 
 
 def placeholder(name: str, tokens: int, recall: str) -> str:
-    return f"[context-proxy: result of {name} cleared, {tokens:,} tokens, recall id {recall}]"
+    return f"[context-proxy: result of {name} cleared, {tokens:,} tokens, recall {recall}]"
 
 
 @dataclass(frozen=True, slots=True)

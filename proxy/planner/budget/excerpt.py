@@ -85,7 +85,7 @@ def excerpt(
     name, recall = named_as
     return (
         f"{body}\n[context-proxy: result of {name} cut from {tokens:,} tokens to the parts "
-        f"naming {names}, recall id {recall}]"
+        f"naming {names}, recall {recall}]"
     )
 
 

@@ -41,7 +41,7 @@ LEAST_TEXT = 2 * MIN_KEPT_TOKENS
 
 
 def reply_cut_marker(tokens: int, recall: str) -> str:
-    return f"\n[…{tokens:,} tokens of this reply cut, recall id {recall}…]\n"
+    return f"\n[…{tokens:,} tokens of this reply cut, recall {recall}…]\n"
 
 
 @dataclass(slots=True)
@@ -54,10 +54,11 @@ class Pinned:
     opening: Opening | None = None
 
 
-def pin_turns(state: PlanState, room: int) -> None:
-    """Pin the newest turns and the opening of a request whose optional parts have `room`
-    tokens: their decisions made, the parts kept required at their planned size."""
-    pinned = pin(state, state.turns, room, state.policy.history.keep_recent)
+def pin_turns(state: PlanState, rooms: tuple[int, int]) -> int:
+    """Pin the newest turns and the opening of a request whose optional parts have
+    `rooms` tokens (in the budget, and in the window less the answer's reserve): their
+    decisions made, the parts kept required at their planned size; the tokens they take."""
+    pinned = pin(state, state.turns, rooms, state.policy.history.keep_recent)
     priority, required = state.layout.priority, Priority.REQUIRED
     for key, decision in pinned.decisions.items():
         state.preset[key] = decision
@@ -67,10 +68,15 @@ def pin_turns(state: PlanState, room: int) -> None:
             if decision.text is not None:
                 state.text[key] = decision.text
     state.opening = pinned.opening
+    return sum(d.tokens for d in pinned.decisions.values() if d.kept)
 
 
-def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) -> Pinned:
-    """The pinned decisions for a request whose optional parts have `room` tokens."""
+def pin(
+    state: PlanState, turns: Sequence[Turn], rooms: tuple[int, int], keep_recent: int
+) -> Pinned:
+    """The pinned decisions for a request whose optional parts have `rooms` tokens (in
+    the budget, and in the window less the answer's reserve)."""
+    room, window = rooms
     out = Pinned()
     if not turns:
         return out
@@ -79,7 +85,8 @@ def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) ->
     answer = [base[i] for i in opening.reply] if opening is not None else []
     mask = mask_of(state, answer) if answer else None
     # What the opening takes at least (whole, or its placeholder) is the setup's.
-    room -= min(sum(cost[k] for k in answer), mask.tokens) if mask is not None else 0
+    opens = min(sum(cost[k] for k in answer), mask.tokens) if mask is not None else 0
+    room, window = room - opens, window - opens
     left = math.floor(max(room, 0) * RECENT_SHARE)
     # The conversation's turns: a turn whose parts the client tagged into other sections
     # (memory, retrieved context) is planned by its tags, not by its place.
@@ -97,8 +104,8 @@ def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) ->
             # Past half the room, the previous turn may take what is left of it (less a
             # marker of the turns before it, if there are any to omit: the opening never is).
             others = len(turns) - 1 - (opening is not None)
-            rest = room - (state.placeholder_tokens[1] if others else 0)
-            _previous(state, out, (asked, said), left, rest)
+            marker = state.placeholder_tokens[1] if others else 0
+            _previous(state, out, (asked, said), left, (room - marker, window - marker))
         elif said and q < left:  # the boundary: its question, its reply's head and end
             cut = _reply_cut(state, said, left - q, why)
             if cut is not None:
@@ -114,14 +121,19 @@ def pin(state: PlanState, turns: Sequence[Turn], room: int, keep_recent: int) ->
 
 
 def _previous(
-    state: PlanState, out: Pinned, turn: tuple[list[int], list[int]], half: int, room: int
+    state: PlanState,
+    out: Pinned,
+    turn: tuple[list[int], list[int]],
+    half: int,
+    rooms: tuple[int, int],
 ) -> None:
     """The previous turn (its question's and its reply's items) in `half` tokens, kept
     whatever the room: its question (its head when longer), its reply's head and end
-    (within the whole `room` when half of it holds too little), its placeholder when not
-    even that fits."""
+    (within the whole `room` when half of it holds too little, at least a little of each
+    when not even that fits)."""
     cost = state.cost
     asked, said = turn
+    room, window = rooms
     q = sum(cost[k] for k in asked)
     mask = mask_of(state, said) if said else None
     # What the reply's least readable cut costs, at most: its placeholder's line and a
@@ -136,8 +148,11 @@ def _previous(
         return
     kept = sum(out.decisions[k].tokens for k in asked)
     cut = _reply_cut(state, said, max(half - kept, min(room - kept, least)), PREVIOUS)
-    if cut is None and sum(cost[k] for k in said) <= mask.tokens:  # no longer than its mask
-        cut = {k: Decision(Action.KEEP, PREVIOUS, tokens=cost[k]) for k in said}
+    if cut is None and least <= window - kept:
+        # Not even that fits the room: the least of its text all the same (a required
+        # part: over the budget, the required parts go alone within the window), never a
+        # placeholder; one only where the window holds not even that.
+        cut = _reply_cut(state, said, least, PREVIOUS)
     out.decisions.update(cut if cut is not None else masked(said, mask, PREVIOUS))
 
 

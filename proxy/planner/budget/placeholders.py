@@ -15,12 +15,12 @@ _LARGEST = 99_999_999
 
 
 def reply_placeholder(tokens: int, recall: str) -> str:
-    return f"[context-proxy: reply of {tokens:,} tokens omitted, recall id {recall}]"
+    return f"[context-proxy: reply of {tokens:,} tokens omitted, recall {recall}]"
 
 
 def turns_placeholder(turns: int, recall: str) -> str:
     s = "s" if turns != 1 else ""
-    return f"[context-proxy: {turns:,} earlier turn{s} omitted, recall id {recall}]"
+    return f"[context-proxy: {turns:,} earlier turn{s} omitted, recall {recall}]"
 
 
 def longest_reply_placeholder() -> str:

@@ -94,15 +94,16 @@ def anchored_outcome(
     problems."""
     head, result = anchored.head, anchored.result
     problems = list(dict.fromkeys([*layout.problems, *head.problems, *result.problems]))
+    gone = sum(len(layout.items_of(i)) for i in recall.gone) if recall is not None else 0
     return replace(
         result,
         changed=True,
         tokens_before=counted.before,
-        dropped=head.dropped,
+        dropped=head.dropped + gone,
         truncated=head.truncated,
         summarized=head.summarized,
         deduped=head.deduped,
-        trimmed=head.trimmed,
+        trimmed=head.trimmed + gone,
         cleared=head.cleared,
         problems=problems,
         make_report=anchored_report(counted, anchored, recall, problems),
@@ -134,7 +135,12 @@ def anchored_report(
         loop = bool(layout.agent) or any(r == "tool" for r in layout.roles[at:])
         what, why = ("tool results", "commands") if loop else ("parts of turns", "question")
         note = f"planned as of the step boundary at message {at} ({steps})"
+        gone = recall.gone if recall is not None else frozenset()
         for i in range(at, len(layout.stripped)):  # the steps since: as they came
+            if i in gone:  # given up for the recall, the newest turns kept
+                why = f"after the boundary, given up for the recall; {note}"
+                items += message_items(layout, i, "drop", why, kept=False)
+                continue
             for it in message_items(layout, i, "keep", f"after the boundary; {note}", kept=True):
                 _add(sections, it)
                 items.append(it)

@@ -31,6 +31,7 @@ class Recall:
     message: dict[str, str]
     at: int  # its index in the forwarded messages
     count: int  # results it holds
+    gone: frozenset[int] = frozenset()  # messages after the boundary given up for it
 
 
 @dataclass(slots=True)

@@ -245,7 +245,7 @@ def _recall(
     if tried is None:
         return None
     anchored.result = tried
-    return Recall(message, messages.index(message), len(chosen))
+    return Recall(message, messages.index(message), len(chosen), frozenset(gone))
 
 
 def _fitting(

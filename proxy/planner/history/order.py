@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import operator
-from itertools import compress, repeat
+from collections.abc import Iterable
 
 from proxy.planner.history.rank import Now
 from proxy.planner.parts import Kind, Layout, command_text
-from proxy.types import Priority, Section
+from proxy.types import Section
 
 # Messages just before the current turn read as context (what was just said or done).
 _CONTEXT_BEFORE = 4
+# The newest turns read as what the request is doing now, beside the current turn's words
+# (relevance was measured with the newest six).
+CONTEXT_TURNS = 6
 
 
 def now_of(layout: Layout) -> Now:
@@ -53,22 +55,24 @@ def query_texts(layout: Layout) -> tuple[str, str]:
 
 
 def newest_texts(layout: Layout) -> list[str]:
-    """The newest turns' texts: the history's high priority conversation, and what was
-    pinned of it (required, between the setup and the current turn: budget/pinned.py)."""
-    section, high, required = Section.RECENT_MESSAGES, Priority.HIGH, Priority.REQUIRED
-    # Whole-list passes: this runs per request.
-    recent = list(map(operator.is_, layout.section, repeat(section)))
-    out = list(
-        compress(
-            layout.text,
-            map(operator.and_, recent, map(operator.is_, layout.priority, repeat(high))),
-        )
+    """The newest CONTEXT_TURNS turns' texts (their conversation: between the setup and
+    the current turn, but for the operator's parts and an agent's older exchanges)."""
+    roles, start, end = layout.roles, layout.setup_end, layout.current_start
+    first, seen = start, 0
+    for i in range(end - 1, start - 1, -1):
+        if roles[i] == "user":
+            seen += 1
+            if seen == CONTEXT_TURNS:
+                first = i
+                break
+    section, text, agent, recent = (
+        layout.section,
+        layout.text,
+        layout.agent,
+        Section.RECENT_MESSAGES,
     )
-    if required in layout.priority:
-        msg, start, end = layout.msg, layout.setup_end, layout.current_start
-        out += (
-            layout.text[k]
-            for k in compress(range(len(msg)), recent)
-            if layout.priority[k] is required and start <= msg[k] < end
-        )
-    return out
+    if not layout.split and len(layout.msg) == len(roles):  # item k is message k
+        keys: Iterable[int] = range(first, end)
+    else:
+        keys = (k for i in range(first, end) for k in layout.items_of(i))
+    return [text[k] for k in keys if section[k] is recent and layout.msg[k] not in agent]

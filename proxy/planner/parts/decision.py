@@ -9,12 +9,12 @@ from proxy.planner.parts.recall_ids import LONGEST_ID
 from proxy.types import Priority
 
 # Appended to every truncated item (the cut must be visible), with the recall id of what
-# was cut: MARKER, then `, recall id <id>]`.
+# was cut: MARKER, then `, recall <id>]`.
 MARKER = "\n[…truncated"
 
 
 def cut_marker(recall: str) -> str:
-    return f"{MARKER}, recall id {recall}]"
+    return f"{MARKER}, recall {recall}]"
 
 
 LONGEST_MARKER = cut_marker(LONGEST_ID)  # what a cut marker costs at most

@@ -42,7 +42,7 @@ def test_an_excerpt_keeps_the_head_and_a_window_around_each_string() -> None:
     assert out.startswith(text[:HEAD_CHARS])
     assert "HAT117" in out and "219" in out and " […] " in out
     assert out.endswith("[context-proxy: result of search_flights cut from 1,200 tokens to the "
-                        "parts naming HAT117, 219, recall id m-0]")  # fmt: skip
+                        "parts naming HAT117, 219, recall m-0]")  # fmt: skip
     assert len(out) < MAX_SHARE * len(text)
     assert "HAT105" not in out  # what nothing named is gone
 

@@ -33,10 +33,12 @@ WINDOW = 1000  # budget 800 at the default ratio, no output reserved
 
 
 def policy(enabled: bool = True, **cache: Any) -> Policy:
-    """Cache mode for conversations too (`chats`), unless `cache` says otherwise."""
+    """Cache mode for conversations too (`chats`), unless `cache` says otherwise; the
+    newest six turns kept before older ones (these cases were written for six)."""
     return Policy(
         budget=BudgetPolicy(reserve_output=False),
         cache=CachePolicy(enabled=enabled, **{"chats": True, **cache}),
+        history=HistoryPolicy(keep_recent=6),
     )
 
 
@@ -222,7 +224,9 @@ def test_cache_off_is_todays_plan() -> None:
     for body in replay(conversation(50))[::5]:
         off = plan_request(body, policy(enabled=False), WORDS, WINDOW).body
         plain_policy = Policy(
-            budget=BudgetPolicy(reserve_output=False), cache=CachePolicy(enabled=False)
+            budget=BudgetPolicy(reserve_output=False),
+            cache=CachePolicy(enabled=False),
+            history=HistoryPolicy(keep_recent=6),
         )
         plain = plan_request(body, plain_policy, WORDS, WINDOW)
         assert orjson.dumps(off) == orjson.dumps(plain.body)
@@ -246,7 +250,10 @@ def test_report_and_counts_name_the_dropped_messages() -> None:
     assert {it.message for it in drops} == gone - {it.message for it in cut}
     # the turns since the step boundary go as they came: so says the report
     after = [it for it in report.items if "after the boundary" in it.reason]
-    assert after and all(it.action == "keep" for it in after)
+    assert after and all(
+        it.action == "keep" or (it.action == "drop" and "given up for the recall" in it.reason)
+        for it in after
+    )
     recall = [it for it in report.items if it.kind == "recall"]
     assert len(recall) == 1 and recall[0].message == len(messages) - 1
     assert report.tokens_before == result.tokens_before

@@ -135,7 +135,7 @@ def test_a_large_recall_keeps_the_cached_prefix_and_the_newest_turns() -> None:
     )
     held = sum(WORDS.count_message(m) for m in first[:shared])
     assert held >= 0.5 * sum(WORDS.count_message(m) for m in first)
-    newest = [m for m in history if m["role"] == "user"][-6:]
+    newest = [m for m in history if m["role"] == "user"][-policy().history.keep_recent :]
     assert all(m in outs[1] for m in newest)  # the newest turns stay
     assert outs[2][: len(first)] == first or recall_of(outs[2])
 
