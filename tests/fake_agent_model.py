@@ -12,15 +12,27 @@ from typing import Any
 
 import orjson
 
+RECALL_TOOL = "context_recall"  # the proxy's own tool
+
 _STEP = re.compile(r"\bstep (\d+)\b")
 
 
 def next_message(body: dict[str, Any], steps: int) -> dict[str, Any]:
     """The assistant message the script answers `body` with."""
     messages = body.get("messages") or []
-    tools = body.get("tools") or []
+    tools = [  # the client's: the proxy's own recall tool is fake_recall.py's to call
+        t for t in body.get("tools") or [] if (t.get("function") or {}).get("name") != RECALL_TOOL
+    ]
     # the proxy's quoted recall is context the model reads, not a new request to answer
-    said = [m for m in messages if "recalled from earlier" not in _text(m.get("content"))[:120]]
+    said = [
+        m
+        for m in messages
+        if "recalled from earlier" not in _text(m.get("content"))[:120]
+        and not str(m.get("tool_call_id", "")).startswith("call_recall")
+        and not any(
+            str(c.get("id", "")).startswith("call_recall") for c in m.get("tool_calls") or ()
+        )
+    ]
     last = said[-1] if said else {}
     done = 0
     if last.get("role") == "tool":

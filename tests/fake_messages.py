@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+RECALL_TOOL = "context_recall"  # the proxy's own tool
+
 _STEP = re.compile(r"\bstep (\d+)\b")
 
 
@@ -89,8 +91,14 @@ def reply(body: dict[str, Any], steps: int, text: str) -> dict[str, Any]:
     """A Message: with `steps` and tools, a `tool_use` per step until the newest result
     names the last step; then `Done after N steps.`; without, `text`."""
     messages = body.get("messages") or []
-    tools = [t for t in body.get("tools") or () if isinstance(t, dict) and "name" in t]
+    tools = [
+        t
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and "name" in t and t["name"] != RECALL_TOOL
+    ]
     done = 0
+    if messages and "call_recall" in orjson.dumps(messages[-1].get("content")).decode():
+        messages = messages[:-2]  # the proxy's own round: the model reads on before it
     last = messages[-1].get("content") if messages else None
     results = [b for b in last if b.get("type") == "tool_result"] if isinstance(last, list) else []
     if results:

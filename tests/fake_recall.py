@@ -32,6 +32,17 @@ def declared(body: dict[str, Any]) -> bool:
     return False
 
 
+def recalls(body: dict[str, Any], api: str, mode: str) -> bool:
+    """Whether this request is answered by this model: "recall" modes whenever the tool is
+    declared; "agent_recall" (an agent's loop that asks for the past once per step) only
+    while the tool's answer is not the request's newest part."""
+    if not declared(body):
+        return False
+    if mode == "agent_recall":
+        return _recalled(body, api) is None
+    return mode.startswith("recall")
+
+
 def _client_tool(body: dict[str, Any]) -> str | None:
     for tool in body.get("tools") or ():
         function = tool.get("function") if isinstance(tool, dict) else None

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+RECALL_TOOL = "context_recall"  # the proxy's own tool
+
 
 def pairing_problem(body: dict[str, Any]) -> str | None:
     """OpenAI's 400 for a function_call without its output, or an output without its call
@@ -39,6 +41,22 @@ def _recall(item: Any) -> bool:
     return "[context-proxy:" in text[:80] and "recalled" in text[:120]
 
 
+def _before_recall_round(items: list[Any]) -> list[Any]:
+    """The input as it stood before the proxy's own round (the model's words, its call of
+    the recall tool and the tool's answer): the model reads on from there."""
+    calls = [
+        n
+        for n, item in enumerate(items)
+        if isinstance(item, dict) and str(item.get("call_id", "")).startswith("call_recall")
+    ]
+    if not calls or calls[-1] != len(items) - 1:
+        return items
+    start = calls[0]
+    while start > 0 and items[start - 1].get("type") == "message":
+        start -= 1  # the words the model said before its call, in the same round
+    return items[:start]
+
+
 def response(
     body: dict[str, Any], text: str, size: int, arguments: str, steps: int = 0
 ) -> dict[str, Any]:
@@ -47,11 +65,18 @@ def response(
     `steps`, a tool loop: a call for each step after the one the newest output names
     ("step N"), then "Done after N steps." (fake_agent_model.py does it for chat)."""
     items = body.get("input")
+    items = _before_recall_round(items) if isinstance(items, list) else items
     said_last = [i for i in items if not _recall(i)] if isinstance(items, list) else []
     last = said_last[-1] if said_last else {"role": "user"}
     given = body.get("tools")
     listed = given if isinstance(given, list) else []  # a real upstream would say 400
-    tools = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]
+    # The proxy's own recall tool is called only by the fake that plays a model using it
+    # (fake_recall.py): this one works with the client's tools.
+    tools = [
+        t
+        for t in listed
+        if isinstance(t, dict) and t.get("type") == "function" and t.get("name") != RECALL_TOOL
+    ]
     output: list[dict[str, Any]]
     done = 0
     if steps and last.get("type") == "function_call_output":

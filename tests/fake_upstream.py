@@ -116,13 +116,13 @@ class FakeUpstream:
             return Response(
                 orjson.dumps({"error": error}), status_code=400, media_type="application/json"
             )
-        if mode.startswith("recall") and fake_recall.declared(body):
+        if fake_recall.recalls(body, "responses", mode):
             answer = fake_recall.responses_answer(body, mode)
             if body.get("stream"):
                 events = fake_responses.events(answer, broken=False)
                 return StreamingResponse(events, media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
-        steps = self.agent_steps if mode == "agent" else 0
+        steps = self.agent_steps if mode in ("agent", "agent_recall") else 0
         answer = fake_responses.response(
             body, self.reply_text, len(rec.body), self.tool_arguments, steps
         )
@@ -153,14 +153,14 @@ class FakeUpstream:
                 "error": {"type": "invalid_request_error", "message": refused},
             }
             return Response(orjson.dumps(error), status_code=400, media_type="application/json")
-        if mode.startswith("recall") and fake_recall.declared(body):
+        if fake_recall.recalls(body, "messages", mode):
             answer = fake_recall.messages_answer(body, mode)
             if body.get("stream"):
                 events = fake_messages.events(answer)
                 return StreamingResponse(events, media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
         answer = fake_messages.reply(
-            body, self.agent_steps if mode == "agent" else 0, self.reply_text
+            body, self.agent_steps if mode in ("agent", "agent_recall") else 0, self.reply_text
         )
         if mode == "cache":  # usage as Anthropic's prompt cache would bill the body
             answer["usage"] = self.prompt_cache.usage(body)
@@ -288,13 +288,13 @@ class FakeUpstream:
         if mode == "hang":
             await asyncio.sleep(3600)
         body = rec.json()
-        if mode.startswith("recall") and fake_recall.declared(body):
+        if fake_recall.recalls(body, "chat", mode):
             answer = fake_recall.chat_answer(body, mode)
             if body.get("stream"):
                 chunks = fake_recall.chat_chunks(body, answer)
                 return StreamingResponse(chunks, media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
-        if mode == "agent":  # a scripted tool loop (fake_agent_model.py)
+        if mode in ("agent", "agent_recall"):  # a scripted tool loop (fake_agent_model.py)
             message = fake_agent_model.next_message(body, self.agent_steps)
             if body.get("stream"):
                 events = fake_agent_model.chunks(body, message)

@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from itertools import compress
 from typing import Any
 
 from proxy.errors import ContextLengthExceeded
@@ -51,6 +50,7 @@ from proxy.planner.report import (
     PlanReport,
     Refused,
     build_report,
+    held_back,
     make_outcome,
     no_report,
     unplanned,
@@ -147,7 +147,12 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
         out = stripped
     else:
         if run.reserve:  # trimmed: to the budget less what the caller will add, if it fits
-            required = sum(compress(layout.cost, map(_required, layout.priority)))
+            # beside what is never cut (an agent's protected exchanges may give way to it)
+            required = sum(
+                c
+                for k, (c, p) in enumerate(zip(layout.cost, layout.priority, strict=True))
+                if p is Priority.REQUIRED and not layout.group(layout.msg[k])
+            )
             if counted.fixed + required + run.reserve <= budget:
                 budget -= run.reserve
                 run = replace(run, budget=budget, held=run.reserve)
@@ -156,7 +161,7 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
             plan_at = partial(_plan_at, replace(run, setup=layout.setup_end))
             stable = plan_cached(run, counted, plan_at)
             if stable is not None:
-                return stable
+                return held_back(stable, run.held)
         add_summaries(layout, run.summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
         planner = Planner(layout, run)
@@ -180,7 +185,8 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
         counts = Counter(map(_action, plan.decisions.values()))
     forwarded = {**body, "messages": out} if changed else body
     report = partial(_report, run, counted, (plan, decisions, after))
-    return make_outcome(run, forwarded, (before, after), counts, layout.problems, report)
+    outcome = make_outcome(run, forwarded, (before, after), counts, layout.problems, report)
+    return held_back(outcome, run.held)
 
 
 def _fitted(run: Run, counted: Counted, fit: Fit, note: bool) -> tuple[Plan, list[Any], int, bool]:
@@ -223,10 +229,6 @@ def _plan_at(
 
 
 _action = operator.attrgetter("action")
-
-
-def _required(priority: Priority) -> bool:
-    return priority is Priority.REQUIRED
 
 
 # Texts read per step beside a count (a step takes well under a millisecond).

@@ -22,6 +22,7 @@ DIGEST_CHARS = 6  # what planner/parts/recall_ids.py makes
 _OPERATOR = ("system", "developer")
 _RESULTS = ("tool", "function")
 _MADE = "[context-proxy:"  # a marker, a placeholder or a recall: the proxy's own text
+_CONTEXT = 8  # the newest messages read as what the conversation is about now
 
 
 class Recallable:
@@ -75,12 +76,19 @@ class Recallable:
         ]
 
     def matching(self, query: str) -> list[tuple[int, float]]:
-        """The omitted messages that match `query`, the best first, with their scores."""
-        omitted = self.omitted()
-        texts = [text_of(self._original[i]) for i in omitted]
-        scores = score_history(query, texts)
-        ranked = sorted(zip(omitted, scores, strict=True), key=lambda p: (-p[1], -p[0]))
-        return [(i, s) for i, s in ranked if s > 0.0]
+        """The omitted messages that match `query`, the best first, with their scores:
+        scored among the whole history (its words' rarity, each message's neighbours) with
+        the newest messages as context, as the planner ranks older turns."""
+        omitted = set(self.omitted())
+        history = list(range(self._end))
+        texts = [text_of(self._original[i]) for i in history]
+        context = "\n".join(texts[-_CONTEXT:])
+        scores = score_history(query, texts, context=context)
+        ranked = sorted(
+            ((i, s) for i, s in zip(history, scores, strict=True) if i in omitted and s > 0.0),
+            key=lambda p: (-p[1], -p[0]),
+        )
+        return ranked
 
     def quoted(self, i: int) -> str:
         """Message i as a recalled part: whose it was, then its text quoted."""

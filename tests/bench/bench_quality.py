@@ -46,6 +46,7 @@ from quality_score import (  # noqa: E402
     setup_kept,
 )
 from quality_sets import SETS, Msg, Stream, as_messages_body, setup_length  # noqa: E402
+from recalled import recall_once  # noqa: E402
 
 from proxy import anthropic  # noqa: E402
 from proxy.errors import ContextLengthExceeded  # noqa: E402
@@ -86,6 +87,7 @@ class Tally:
     scored: int = 0
     evidence: int = 0
     kept: int = 0
+    reachable: int = 0  # kept, or returned by one context_recall call (recalled.py)
     trimmed_tokens: int = 0
     cached: int = 0
     openai: float = 0.0  # billed input cost of the trimmed replayed requests (billing.py)
@@ -103,6 +105,7 @@ class Tally:
         return {
             **vars(self),
             "recall": round(self.kept / max(self.evidence, 1), 3),
+            "reachable_share": round(self.reachable / max(self.evidence, 1), 3),
             "fits_share": round(self.fits / n, 3),
             "setup_share": round(self.setup / n, 3),
             "split_per_request": round(self.split / max(self.answered, 1), 3),
@@ -203,6 +206,9 @@ def run_stream(
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
+            recalled = recall_once(messages, out, point.query, (round(budget / 0.8), used), tok)
+            with_recall = [*out, recalled] if recalled is not None else out
+            tally.reachable += kept_evidence(read(messages), read(with_recall), point.evidence)
         if stream.replay:
             costs = [tok.count_message(m) for m in out]
             tally.trimmed_tokens += used
@@ -254,6 +260,7 @@ def run(
                 results.setdefault(name, {}).setdefault(str(budget), {})[method] = row
                 print(
                     f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
+                    f"reachable {row['reachable_share']:.3f} "
                     f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
                     f"refused {row['refused']} cached {row['cached_share']} "
                     f"cost {row['openai']:.0f}/{row['anthropic']:.0f} "
@@ -277,11 +284,11 @@ def relative_costs(rows: dict[str, Any]) -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| data set | budget | method | trimmed requests | evidence recall | fits | "
+        "| data set | budget | method | trimmed requests | evidence recall | evidence reachable | fits | "
         "setup kept | refused | split turns / request | previous turn kept | "
         "recency inverted | newest reply omitted | cached share (replays) | "
         "input cost, OpenAI | input cost, Anthropic |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def figure(value: float | None) -> str:
@@ -292,7 +299,8 @@ def table(results: dict[str, Any]) -> str:
             for method, r in methods.items():
                 lines.append(
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
-                    f"{r['recall']:.3f} | {r['fits_share']:.3f} | {r['setup_share']:.3f} | "
+                    f"{r['recall']:.3f} | {r['reachable_share']:.3f} | {r['fits_share']:.3f} | "
+                    f"{r['setup_share']:.3f} | "
                     f"{r['refused']} | {r['split_per_request']:.2f} | "
                     f"{r['previous_share']:.3f} | {r['inverted']} | {r['omitted']} | "
                     f"{figure(r['cached_share'])} | {figure(r.get('openai_cost'))} | "

@@ -59,7 +59,8 @@ def _point(run: dict[str, Any], case: dict[str, Any], relative: Callable[[str], 
     prompt = _newest_prompt(messages[:n])
     if prompt is not None:
         asked.append(relative(prompt))
-    keys = _windows(relative(" ".join(_action_strings(messages[n]))), asked)
+    action = " ".join(_action_strings(messages[n]))
+    keys = _windows(relative(action), asked)
     evidence: list[Evidence] = []
     wanted = set(case["evidence"])
     for i, source in enumerate(conv.sources):
@@ -69,7 +70,7 @@ def _point(run: dict[str, Any], case: dict[str, Any], relative: Callable[[str], 
         found = sorted(k for k in keys if k in held)
         if found:
             evidence.append(Evidence(i, tuple(found)))
-    return Point(body, evidence, scored=True, native=native)
+    return Point(body, evidence, scored=True, native=native, query=action)
 
 
 def _windows(action: str, asked: list[str]) -> set[str]:

@@ -55,6 +55,9 @@ class Point:
     evidence: list[Evidence] = field(default_factory=list)
     scored: bool = False  # whether its evidence counts (a question, a decision point)
     native: dict[str, Any] | None = None  # the Messages body the client sent, if it sent one
+    # What a model that calls the proxy's recall tool asks it for (evidence reachable): an
+    # agent's next action's target; None: the newest user message (a chat's question).
+    query: str | None = None
 
 
 @dataclass
@@ -203,8 +206,9 @@ def tau_airline(limit: int = 0) -> list[Stream]:
             if k < 2 or m.get("role") != "assistant":
                 continue
             body = {"model": "gpt-4o", "messages": traj[:k], "tools": tools}
-            ev = _tau_evidence(traj[:k], _action_text(m))
-            points.append(Point(body, ev, scored=bool(ev)))
+            action = _action_text(m)
+            ev = _tau_evidence(traj[:k], action)
+            points.append(Point(body, ev, scored=bool(ev), query=action))
         streams.append(Stream(f"tau/{r}", points))
     return streams
 
@@ -302,7 +306,7 @@ def agent_runs(limit: int = 0, text: bool = False) -> list[Stream]:
             found = evidence(msgs[:k], command, 8)
             index = {msg.get("tool_call_id"): i for i, msg in enumerate(msgs[:k])}
             ev = [Evidence(index[c], tuple(sorted(keys))) for c, keys in found.items()]
-            points.append(Point(body, ev, scored=True))
+            points.append(Point(body, ev, scored=True, query=command))
         streams.append(Stream(("text-agent/" if text else "agents/") + str(r), points))
     return streams
 

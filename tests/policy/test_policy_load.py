@@ -53,7 +53,7 @@ def test_empty_file_is_default_policy(text: str) -> None:
     assert policy.team == "x"
     assert policy.budget.ratio == 0.8
     assert policy.sections == Policy().sections
-    assert policy.history.keep_recent == 6
+    assert policy.history.keep_recent == 3
 
 
 def test_section_override_keeps_other_fields() -> None:

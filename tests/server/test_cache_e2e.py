@@ -53,7 +53,9 @@ def test_a_replayed_chat_keeps_its_forwarded_prefix_and_recalls_the_cut_off_past
     start_proxy: Any, upstream: FakeUpstream, policies_dir: Path
 ) -> None:
     (policies_dir / "default.yaml").write_text(
-        f"budget: {{reserve_output: false}}\ncache: {{chats: true}}\nmodels:\n  gpt-4o: {{context_window: {WINDOW}}}\n"
+        # the recall tool off: its declaration's room would move the steps measured here
+        f"budget: {{reserve_output: false}}\ncache: {{chats: true}}\nrecall: {{tool: off}}\n"
+        f"models:\n  gpt-4o: {{context_window: {WINDOW}}}\n"
     )
     proxy = start_proxy()
     turns = conversation(60)

@@ -18,6 +18,7 @@ import pytest
 
 from proxy.policy.model import hash_key
 from tests.conftest import RunningProxy
+from tests.fake_messages import problem
 from tests.fake_upstream import FakeUpstream
 from tests.npm_clients import CLAUDE_CODE, client_environment, npm_binary
 from tests.server.test_codex_cli_e2e import scratch
@@ -111,6 +112,26 @@ def test_claude_code_runs_its_loop_through_the_proxy_and_continues_it(
     assert sum((r["cached_tokens"] or 0) > 0 for r in rows) == len(rows)
     sent = orjson.dumps([r.json() for r in looped[-3:]]).decode()
     assert "Read them once more, please." in sent
+
+
+def test_claude_code_runs_its_loop_through_a_model_that_asks_the_proxy_for_the_past(
+    code_proxy: RunningProxy, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A model that calls the proxy's context_recall tool before each step of a trimmed
+    request: the proxy answers it and goes on in the same stream (thinking and signatures
+    kept for the continuation); Claude Code sees only its own tools and finishes."""
+    upstream.mode, upstream.agent_steps = "agent_recall", STEPS
+    home, work = scratch(tmp_path)
+    done = claude(code_proxy, home, work, TASK)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert f"Done after {STEPS} steps." in done.stdout
+    continued = [r.json() for r in upstream.messages_requests
+                 if "call_recall" in orjson.dumps(r.json()["messages"][-1]).decode()]  # fmt: skip
+    assert continued, "no request of the proxy's own round"
+    assert all(problem(body) is None for body in continued)
+    rows = usage_rows(code_proxy, at_least=len(upstream.messages_requests) - len(continued))
+    assert sum(r["recall_rounds"] for r in rows) == len(continued)
+    assert all(r["status"] == 200 and r["tokens_after"] <= BUDGET for r in rows)
 
 
 def test_claude_code_shows_a_task_too_long_as_prompt_too_long(

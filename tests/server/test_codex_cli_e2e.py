@@ -87,7 +87,8 @@ def test_codex_exec_and_resume_run_their_loops_through_the_proxy(
     for body in sent:
         assert body["input"][: len(setup)] == setup  # kept whole, as Codex sent it
         assert pairing_problem(body) is None
-        assert body["tools"] == sent[0]["tools"]
+        own = [t for t in body["tools"] if t.get("name") != "context_recall"]
+        assert own == sent[0]["tools"]  # the client's; the proxy's recall tool when trimmed
     later = sent[STEPS + 1 :]
     assert all("Read them once more, please." in orjson.dumps(b["input"]).decode() for b in later)
 
@@ -116,3 +117,34 @@ def test_codex_shows_a_task_too_long_for_the_window_as_a_context_length_error(
     assert not upstream.responses_requests
     rows = usage_rows(proxy)
     assert rows and all(r["status"] == 400 and r["api"] == "responses" for r in rows)
+
+
+def test_codex_runs_its_loop_through_a_model_that_asks_the_proxy_for_the_past(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, tmp_path: Path
+) -> None:
+    """A model that calls the proxy's context_recall tool before each step of a trimmed
+    request: the proxy answers it and goes on in the same stream; Codex sees only its own
+    tool calls and finishes its loop."""
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode, upstream.agent_steps = "agent_recall", STEPS
+    home, work = scratch(tmp_path)
+    done = codex(proxy, home, work, TASK)
+    print(
+        "ROWS",
+        [
+            (r["status"], r["error"], r["tokens_before"], r["tokens_after"], r["budget"])
+            for r in usage_rows(proxy)
+        ],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Done after {STEPS} steps." in done.stdout
+    assert "context_recall" not in done.stdout + done.stderr
+    sent = [r.json() for r in upstream.responses_requests]
+    continued = [b for b in sent if b["input"][-1].get("type") == "function_call_output"
+                 and str(b["input"][-1].get("call_id")).startswith("call_recall")]  # fmt: skip
+    assert continued, "no request of the proxy's own round"
+    assert all(pairing_problem(b) is None for b in sent)
+    rows = usage_rows(proxy, at_least=STEPS + 1)
+    assert sum(r["recall_rounds"] for r in rows) == len(continued)
+    assert all(r["status"] == 200 and r["tokens_after"] <= BUDGET for r in rows)

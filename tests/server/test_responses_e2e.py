@@ -405,7 +405,8 @@ def test_plan_endpoint_takes_a_responses_body(
     response = httpx.post(proxy.url + "/v1/context/plan", json=body)
     assert response.status_code == 200
     plan = response.json()
-    assert "messages" not in plan["request"] and plan["request"]["tools"] == TOOLS
+    assert "messages" not in plan["request"] and plan["request"]["tools"][:-1] == TOOLS
+    assert plan["request"]["tools"][-1]["name"] == "context_recall"  # trimmed: the recall tool
     assert plan["request"]["instructions"] == "Be brief."
     assert int(response.headers["x-context-trimmed"]) > 0
     assert plan["report"]["tokens_after"] <= plan["report"]["budget"]

@@ -65,7 +65,8 @@ def test_every_field_of_the_row_is_the_one_named(tmp_path: Path, services: Any) 
         "error": "odd_error", "kind": "responses", "policy": policy.name, "cached_tokens": 4096,
         "api": "responses", "saved_usd": pytest.approx(saved),
         "cost_usd": pytest.approx(cost), "spend_usd": None, "spend_limit_usd": None,
-        "spend_level": Level.NORMAL, "spend_period": None,
+        "spend_level": Level.NORMAL, "spend_period": None, "recall_rounds": 0,
+        "recalled_tokens": 0,
     }  # fmt: skip
     names = [f.name for f in fields(UsageRecord)]
     assert set(names) == {*expected, "ts", "latency_ms", "upstream_ms"}

@@ -62,6 +62,8 @@ def test_record_is_one_json_line_with_the_contract_fields() -> None:
         "spend_limit_usd",
         "spend_level",
         "spend_period",
+        "recall_rounds",
+        "recalled_tokens",
     ]
     assert [f.name for f in fields(UsageRecord)] == list(obj)
     assert obj["level"] == "warning" and obj["quota_level"] == "critical"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from proxy.planner.parts import Action, Run
 from proxy.planner.report.plan_report import PlanReport
 from proxy.types import Body
 
-__all__ = ["PlanOutcome", "make_outcome", "unplanned"]
+__all__ = ["PlanOutcome", "held_back", "make_outcome", "unplanned"]
 
 
 @dataclass
@@ -81,12 +81,10 @@ def make_outcome(
     changed = forwarded is not run.body
     before, after = tokens
     budget, window, estimated = run.budget, run.window, run.tokenizer.estimated
-    if budget is not None:
-        budget += run.held  # what the caller adds goes within the request's budget
     if not counts:  # the common case, a request forwarded as it came: nothing to add up
         return PlanOutcome(
             forwarded, changed, budget, window, before, after, 0, 0, 0, 0, 0,
-            problems, estimated, report, held=run.held,
+            problems, estimated, report,
         )  # fmt: skip
     trimmed = sum(map(counts.get, _TRIMS, _ZEROS))
     cleared = counts.get(Action.CLEAR, 0)
@@ -106,5 +104,26 @@ def make_outcome(
         estimated=estimated,
         make_report=report,
         cleared=cleared,
-        held=run.held,
     )
+
+
+def held_back(outcome: PlanOutcome, held: int) -> PlanOutcome:
+    """`outcome` of a plan that left `held` tokens of its budget for what the caller adds
+    to a request it trimmed (Offered.reserve): the request's whole budget said, in the
+    outcome and its report; and when the plan left anything out (then the caller adds it),
+    `held` set and counted in what is forwarded."""
+    if not held:
+        return outcome
+    adds = held if (outcome.dropped or outcome.truncated or outcome.summarized) else 0
+    made = outcome.make_report
+
+    def report() -> PlanReport:
+        inner = made()
+        if inner.budget is not None:
+            inner.budget += held
+        inner.tokens_after += adds
+        return inner
+
+    budget = outcome.budget + held if outcome.budget is not None else None
+    after = outcome.tokens_after + adds
+    return replace(outcome, budget=budget, tokens_after=after, held=adds, make_report=report)

@@ -111,15 +111,19 @@ def recall_reserve(
     )
 
 
+def recall_declared(outcome: PlanOutcome) -> bool:
+    """Whether the recall tool goes in the request `outcome` plans: its plan left something
+    out and kept room for the tool (planner.held_back: its tokens are counted in)."""
+    return outcome.held > 0
+
+
 def open_recall(
     services: Services, ex: Exchange, neutral: dict[str, Any], outcome: PlanOutcome
 ) -> RecallRun | None:
-    """The request's recall when its plan left anything out (the tool's cost then added to
-    the forwarded count); None otherwise."""
-    if not outcome.held or not (outcome.dropped or outcome.truncated or outcome.summarized):
-        return None  # nothing left out, or no room for the tool beside the required parts
+    """The request's recall when the tool goes in it (recall_declared); None otherwise."""
+    if not recall_declared(outcome):
+        return None
     assert ex.policy is not None
-    outcome.tokens_after += outcome.held
     # What the window leaves past the prompt and the answer: the answer's limit when the
     # request sets one, else half of what is left (the model must still have room to answer).
     left = (outcome.context_window or 0) - outcome.tokens_after - 16

@@ -12,6 +12,7 @@ from proxy import anthropic
 from proxy.errors import ProxyError
 from proxy.items import Converted, is_responses_body, to_chat
 from proxy.planner import PlanOutcome, Refused
+from proxy.recall import with_tool
 from proxy.server.core import responses
 from proxy.server.core.services import Services
 from proxy.server.dialects.responses import note_previous, report_json, rewritten
@@ -28,6 +29,7 @@ from proxy.server.pipeline.plan_step import (
     tag_marks,
     tokenizer_for,
 )
+from proxy.server.pipeline.recall_step import recall_declared, recall_reserve
 from proxy.server.pipeline.request_body import (
     check_chat_body,
     check_messages_body,
@@ -73,10 +75,17 @@ async def context_plan(request: Request) -> Response:
         tokenizer = await tokenizer_for(services, ex.model, policy, upstream)
         cached = await services.summaries.lookup(policy, chat)
         tags = tag_marks(raw)
+        api = "messages" if isinstance(conv, anthropic.Converted) else "chat"
+        api = "responses" if isinstance(conv, Converted) else api
+        reserve = recall_reserve(services, policy, api, body, chat, tokenizer)
         ex.outcome = outcome = await plan(
             services, policy, chat, tokenizer, len(raw), cached, ex.request_id,
-            fail_open=False, tags=tags,
+            fail_open=False, tags=tags, reserve=reserve,
         )  # fmt: skip
+        if recall_declared(outcome):  # the request shown is the one forwarded: with the tool
+            body = with_tool(body, api)
+            if conv is None:
+                outcome.body = with_tool(outcome.body, api)
         if plan_in_thread(chat, tokenizer, len(raw), tags):  # a big plan: a big report too
             answer = await off_loop(services, policy.team, plan_answer, outcome, body, conv)
         else:
