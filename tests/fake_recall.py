@@ -3,9 +3,12 @@
 When the request declares the tool and its newest part is not the tool's answer, it says a
 few words and calls the tool with the first recall id it finds in the request's markers
 and the newest question as its query ("recall"); with the client's first tool called
-beside it ("recall_mixed"); or calls it whatever it got back ("recall_forever"). Given the
-tool's answer, it answers `RECALLED: ` and the answer's text (so a test reads what the
-model got), plain or streamed with a pause before its first words (time to first token).
+beside it ("recall_mixed"); or calls it whatever it got back ("recall_forever"); or says
+the same words with the same pauses whether the tool is declared or not, calling it only
+where it is ("recall_or_text": a stream's time to first token, with the tool and
+without); in an agent's loop, before each step ("agent_recall"). Given the tool's answer, it
+answers `RECALLED: ` and the answer's text (so a test reads what the model got), plain or
+streamed with a pause before its first words (time to first token).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def recalls(body: dict[str, Any], api: str, mode: str) -> bool:
     """Whether this request is answered by this model: "recall" modes whenever the tool is
     declared; "agent_recall" (an agent's loop that asks for the past once per step) only
     while the tool's answer is not the request's newest part."""
+    if mode == "recall_or_text":  # the same words and pauses, a call only where it can
+        return True
     if not declared(body):
         return False
     if mode == "agent_recall":
@@ -70,6 +75,8 @@ def plan(
     recalled = _recalled(body, api)
     if recalled is not None and mode != "recall_forever":
         return "RECALLED: " + recalled, []
+    if not declared(body):
+        return BEFORE_CALL + " It was about the weather.", []
     ids = IDS.findall(raw)
     question = _question(body, api)
     args: dict[str, Any] = {"query": question}
