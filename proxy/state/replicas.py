@@ -1,10 +1,11 @@
 """Replicas: quota counters shared through Redis by a background sync, and the summary store.
 
-The request path never waits on Redis. Each replica counts in its own QuotaBook as an
-embedded proxy does; every `interval_s` the sync loop pushes the unsent increments to
-per-team per-period counters (INCRBY, expiring after the period ends) and installs the
-global totals back into the book. A hard limit therefore holds across replicas within
-about one sync interval of the whole fleet's traffic.
+The request path never waits on Redis but to reserve a hard quota's hold (holds.py). Each
+replica counts in its own QuotaBook as an embedded proxy does; every `interval_s` the sync
+loop pushes the unsent increments to per-team per-period counters (INCRBY, expiring after
+the period ends) and installs the global totals back into the book. A request that held
+part of a hard quota in the fleet is counted there when it is booked, at once, as its hold
+goes (holds.py): the fleet's next check sees it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
@@ -26,15 +27,14 @@ from redis.asyncio import Redis
 from proxy.state.calibration_share import share_calibration
 from proxy.state.counter_keys import (
     HOLD_TTL_S,
+    PERIOD_MARGIN,
     PREFIX,
-    RESERVE_SCRIPT,
-    RESERVE_TIMEOUT_S,
     day_end,
     day_key,
-    hold_key,
     month_end,
     month_key,
 )
+from proxy.state.holds import FleetHolds
 from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
 from proxy.summaries import SummaryStore, open_store
 from proxy.tokens import TokenCounter
@@ -44,7 +44,6 @@ from proxy.usage.quotas import total_tokens_of
 log = logging.getLogger("context_proxy.shared_state")
 
 SYNC_INTERVAL_S = 0.5
-PERIOD_MARGIN = timedelta(days=2)  # counters outlive their period, for late records and skew
 MARKER_TTL_S = 7 * 24 * 3600
 FINAL_SYNC_S = 3.0  # at shutdown
 SPEND_PREFIX = "cp:spend:"  # dollar quotas' counters, in millionths of a dollar
@@ -80,9 +79,6 @@ return {values, redis.call('SMEMBERS', KEYS[2])}
 class _Batch:
     seq: int
     tokens: dict[tuple[str, str], int]  # (team, day) -> tokens
-    # Holds of requests booked before `tokens` was taken: let go in Redis once their usage
-    # is in the counters (never before, so that the fleet never counts a request as neither).
-    releases: dict[str, int]
 
 
 class SharedState:
@@ -110,9 +106,7 @@ class SharedState:
         self._seen: dict[str, int] = {}  # counter key -> last total read (this period only)
         self._lock = asyncio.Lock()
         self._apply = client.register_script(_APPLY)
-        self._reserve = client.register_script(RESERVE_SCRIPT)
-        self._releases: dict[str, int] = {}  # team -> reserved holds of booked requests
-        self._let_go_now: dict[str, int] = {}  # team -> what those held beyond their usage
+        self.holds = FleetHolds(client, prefix, self._replica, self._clock, self.health)
         self._summaries = RedisSummaryStore(client, self.health)
         self.counter: TokenCounter | None = None  # set once the services have one
         quotas.share()
@@ -128,6 +122,7 @@ class SharedState:
         interval_s: float = SYNC_INTERVAL_S,
         prefix: str = PREFIX,
         amount: Callable[[dict[str, Any]], int | None] = total_tokens_of,
+        hold_ttl_s: int = HOLD_TTL_S,
     ) -> SharedState:
         """Connect and read the shared totals; never raises because Redis is down.
 
@@ -137,6 +132,7 @@ class SharedState:
         A URL that is not a Redis URL raises ValueError.
         """
         state = cls(connect(url), quotas, metrics, interval_s=interval_s, prefix=prefix)
+        state.holds.ttl_s = hold_ttl_s
         if not await state.sync() and usage_log and usage_log != "-":
             await asyncio.to_thread(functools.partial(quotas.rebuild, usage_log, amount=amount))
         return state
@@ -163,6 +159,7 @@ class SharedState:
 
     async def aclose(self) -> None:
         """Hand over what is still unsent (if Redis answers soon), then close the pool."""
+        await self.holds.aclose(FINAL_SYNC_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.sync(), FINAL_SYNC_S)  # an unreachable host: give up
         await self.client.aclose()
@@ -192,54 +189,31 @@ class SharedState:
             return True
 
     async def reserve(
-        self, team: str, amount: int, daily: int | None, monthly: int | None
+        self, team: str, request_id: str, amount: int, limits: tuple[int | None, int | None]
     ) -> bool | None:
-        """Hold `amount` in the fleet's holds for `team` unless its counts and holds reach
-        a limit: True held, False refused; None when Redis did not answer in time (the
-        replica's own check stands, as with no shared state)."""
-        now = self._clock()
-        keys = [
-            day_key(team, now.strftime("%Y-%m-%d"), self.prefix),
-            month_key(team, now.strftime("%Y-%m"), self.prefix),
-            hold_key(team, self.prefix),
-        ]
-        let_go = self._let_go_now.pop(team, 0)
-        args = [-1 if daily is None else daily, -1 if monthly is None else monthly]
-        args += [amount, HOLD_TTL_S, let_go]
-        try:
-            answer = await asyncio.wait_for(self._reserve(keys=keys, args=args), RESERVE_TIMEOUT_S)
-        except FAILURES as exc:  # TimeoutError among them
-            if let_go:  # not known to be let go: with the next sync, then
-                self._let_go_now[team] = self._let_go_now.get(team, 0) + let_go
-            self.health.failed("quota reserve", exc, self._unsent())
-            return None
-        return bool(answer)
+        """Hold `amount` for the request in the fleet's holds of `team` (holds.py)."""
+        return await self.holds.reserve(team, request_id, amount, limits)
 
-    def release(self, team: str, amount: int, used: int) -> None:
-        """A booked request's reserved hold of `amount`, of which it used `used`: the part
-        it did not use is let go at once (with the team's next reserve, or the next sync);
-        the part it used only with the sync that puts that usage in the counters."""
-        kept = min(max(used, 0), amount)
-        self._releases[team] = self._releases.get(team, 0) + kept
-        if amount > kept:
-            self._let_go_now[team] = self._let_go_now.get(team, 0) + amount - kept
+    def release(self, team: str, request_id: str, used: int) -> None:
+        """The request's hold let go and what it used counted in the fleet, at once."""
+        self.holds.release(team, request_id, used)
 
     def _unsent(self) -> int:
         held = sum(self._batch.tokens.values()) if self._batch else 0
-        return held + self.quotas.unsent()
+        return held + self.quotas.unsent() + self.holds.unsent
 
     async def _sync(self) -> bool:
         """One round trip (two for teams new to us); True if it sent a retried batch only."""
         now = self._clock()
         today, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
         retried = self._batch is not None
+        if not retried:
+            await self.holds.sync()
         if self._batch is None:
-            # Together, with no await between: every release taken has its usage taken.
-            taken, releases = self.quotas.take_pending(), self._releases
-            self._releases = {}
-            if taken or releases:
+            taken = self.quotas.take_pending()
+            if taken:
                 self._seq += 1
-                self._batch = _Batch(self._seq, taken, releases)
+                self._batch = _Batch(self._seq, taken)
         batch = self._batch
         counters: dict[str, list[int]] = {}  # key -> [delta, expire-at]
         known = set(self.quotas.teams())  # as of now: teams added during the await wait a round
@@ -260,21 +234,6 @@ class SharedState:
             args += [delta, self._seen.get(key, 0), at]
         keys = [f"{self.prefix}applied:{self._replica}", teams_key, *counters]
         reply: list[Any] = await self._apply(keys=keys, args=args)
-        let_go, self._let_go_now = self._let_go_now, {}
-        if batch is not None:  # the usage is in: the holds it was under may go too
-            for team, amount in batch.releases.items():
-                let_go[team] = let_go.get(team, 0) + amount
-            batch.releases = {}
-        if let_go:
-            pipe = self.client.pipeline(transaction=True)  # all of them, or none
-            for team, amount in let_go.items():
-                pipe.decrby(hold_key(team, self.prefix), amount)
-            try:
-                await pipe.execute()
-            except BaseException:
-                for team, amount in let_go.items():  # next round
-                    self._let_go_now[team] = self._let_go_now.get(team, 0) + amount
-                raise
         self._batch = None  # acknowledged: applied exactly once
         # Floors for the next round: what Redis holds now, our batch included.
         self._seen = totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}

@@ -86,8 +86,11 @@ class QuotaBook:
         self._max_pending = MAX_PENDING
         self.dropped_unsent = 0  # tokens forgotten because the unsent ledger was full
 
-    def add(self, team: str, tokens: int, when: datetime | None = None) -> None:
-        """Count `tokens` against `team` at time `when` (naive means UTC; default now)."""
+    def add(
+        self, team: str, tokens: int, when: datetime | None = None, *, shared: bool = False
+    ) -> None:
+        """Count `tokens` against `team` at time `when` (naive means UTC; default now);
+        `shared`: counted in the shared state already (a fleet hold's release): here only."""
         if when is None:
             day = today()
         else:
@@ -95,7 +98,7 @@ class QuotaBook:
                 when = when.astimezone(UTC)
             day = when.strftime("%Y-%m-%d")
         self._add_day(team, tokens, day)
-        if self._pending is not None and tokens > 0:
+        if self._pending is not None and tokens > 0 and not shared:
             self._remember_unsent(team, day, tokens)
 
     def hold(self, team: str, tokens: int) -> None:

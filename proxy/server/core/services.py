@@ -93,11 +93,12 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         # Redis holds every replica's counts; the log (this replica's share) is read only
         # when Redis cannot be reached at start.
         shared = await SharedState.open(
-            settings.state, quotas, metrics, usage_log=settings.usage_log
-        )
+            settings.state, quotas, metrics, usage_log=settings.usage_log,
+            hold_ttl_s=settings.hold_ttl_s,
+        )  # fmt: skip
         shared_spend = await SharedState.open(
             settings.state, spend, metrics, usage_log=settings.usage_log,
-            prefix=SPEND_PREFIX, amount=micro_usd_of,
+            prefix=SPEND_PREFIX, amount=micro_usd_of, hold_ttl_s=settings.hold_ttl_s,
         )  # fmt: skip
     elif settings.usage_log != "-":
         # Rebuilt from the log so a restart forgets no quota spending.

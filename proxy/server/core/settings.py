@@ -27,6 +27,9 @@ class Settings:
     workers: int = 1
     max_body_mb: float = 32.0
     state: str | None = None  # e.g. redis://host:6379/0; None keeps all state in the process
+    # With `state`: a replica renews its requests' quota holds in Redis with every sync; one
+    # that dies lets go of them within this many seconds.
+    hold_ttl_s: int = 15
     graceful_shutdown_s: float = 30.0
     watch_policies: bool = True
     head_timeout_s: float = 10.0  # time a client has to send a whole request head
@@ -68,6 +71,7 @@ class Settings:
             workers=_int(get("WORKERS"), base.workers, "WORKERS"),
             max_body_mb=_float(get("MAX_BODY_MB"), base.max_body_mb, "MAX_BODY_MB"),
             state=get("STATE"),
+            hold_ttl_s=_int(get("HOLD_TTL_S"), base.hold_ttl_s, "HOLD_TTL_S"),
             graceful_shutdown_s=_float(
                 get("GRACEFUL_SHUTDOWN_S"), base.graceful_shutdown_s, "GRACEFUL_SHUTDOWN_S"
             ),
@@ -90,6 +94,7 @@ class Settings:
             "WORKERS": str(self.workers),
             "MAX_BODY_MB": str(self.max_body_mb),
             "GRACEFUL_SHUTDOWN_S": str(self.graceful_shutdown_s),
+            "HOLD_TTL_S": str(self.hold_ttl_s),
             "WATCH_POLICIES": "1" if self.watch_policies else "0",
             "HEAD_TIMEOUT_S": str(self.head_timeout_s),
             "IDLE_TIMEOUT_S": str(self.idle_timeout_s),

@@ -37,15 +37,17 @@ class Booked(Protocol):
 class Holding(Protocol):
     """What an exchange holds against hard quotas until it is booked (quota_step.py)."""
 
+    request_id: str
     held: int
     held_micro_usd: int
     fleet_held: tuple[int, int]
+    fleet_tried: tuple[bool, bool]
 
 
 def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, int]) -> None:
-    """The exchange's holds let go as it is booked: at once here; in Redis (--state) what
-    it did not use at once, and what it used (tokens, millionths of a dollar) once that
-    usage is in the fleet's counters."""
+    """The exchange's holds let go as it is booked: here, and in Redis (--state) at once,
+    what it used (tokens, millionths of a dollar) counted in the fleet's counters in the
+    same step; an entry it tried to reserve and did not hear back of, cancelled."""
     if ex.held:
         services.quotas.release(team, ex.held)
         ex.held = 0
@@ -53,10 +55,10 @@ def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, in
         services.spend.release(team, ex.held_micro_usd)
         ex.held_micro_usd = 0
     shared = (services.shared, services.shared_spend)
-    for book, amount, spent in zip(shared, ex.fleet_held, used, strict=True):
-        if book is not None and amount:
-            book.release(team, amount, spent)
-    ex.fleet_held = (0, 0)
+    for book, amount, tried, spent in zip(shared, ex.fleet_held, ex.fleet_tried, used, strict=True):
+        if book is not None and (amount or tried):
+            book.release(team, ex.request_id, spent if amount else 0)
+    ex.fleet_held, ex.fleet_tried = (0, 0), (False, False)
 
 
 def after_booking(ex: Booked, services: Services, record: UsageRecord, model_label: str) -> None:
@@ -89,15 +91,16 @@ def after_booking(ex: Booked, services: Services, record: UsageRecord, model_lab
 
 
 def charge_spend(
-    services: Services, policy: Policy | None, team: str, cost: float | None
+    services: Services, policy: Policy | None, team: str, cost: float | None, shared: bool = False
 ) -> QuotaStatus | None:
     """Charge a row's cost to the team's spend (before the row is written, so the row says
-    where the team stands); with dollar quotas, the period nearest its limit, else None."""
+    where the team stands; `shared`: counted in the fleet as its hold goes); with dollar
+    quotas, the period nearest its limit, else None."""
     if policy is None:
         return None
     try:
         if cost is not None and cost > 0:
-            services.spend.add(team, round(cost * MICRO))
+            services.spend.add(team, round(cost * MICRO), shared=shared)
         quotas = policy.quotas
         if quotas.daily_usd is None and quotas.monthly_usd is None:
             return None

@@ -73,6 +73,7 @@ class Exchange:
     held: int = 0  # tokens held against a hard quota until the request is booked
     held_micro_usd: int = 0  # and millionths of a dollar, against a hard dollar quota
     fleet_held: tuple[int, int] = (0, 0)  # of those, reserved in Redis (--state): let go there
+    fleet_tried: tuple[bool, bool] = (False, False)  # a reserve sent there (answered or not)
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)
@@ -174,8 +175,8 @@ class Exchange:
             completion = self.estimated_completion if answered else 0
             source = "estimated"
         total = prompt + completion
-        if total and policy is not None:
-            services.quotas.add(team, total)
+        if total and policy is not None:  # counted in the fleet as its hold goes, if it has one
+            services.quotas.add(team, total, shared=bool(self.fleet_held[0]))
         book = services.quotas
         quota = book.status(team, policy.quotas, policy.thresholds) if policy else None
         budget = o.budget if o else None
@@ -191,7 +192,7 @@ class Exchange:
             cache = Cache(self.cached_tokens or 0, *self.cache_written)
             trim = (tokens_before, tokens_after) if trimmed else None
             cost, saved = billed(prices, (prompt, completion), cache, trim)
-        spent = charge_spend(services, policy, team, cost)
+        spent = charge_spend(services, policy, team, cost, bool(self.fleet_held[1]))
         let_go_holds(self, services, team, (total, round((cost or 0) * MICRO)))  # for the used
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.

@@ -79,6 +79,19 @@ def summarize_later(
         logging.getLogger("context_proxy.summaries").exception("scheduling summaries failed")
 
 
+def cut_short(services: Services, ex: Exchange) -> None:
+    """A request cancelled on its way (the server's shutdown ended its grace, or the client
+    left while it waited upstream): its usage row, its holds let go. Whether the upstream
+    served it is not known: its answer was never read, so nothing is charged."""
+    if ex.ended:
+        return  # booked already
+    ex.answered = False
+    stopping = services.stopping
+    ex.finish(
+        services, 503 if stopping else 499, "server_shutdown" if stopping else "client_disconnected"
+    )
+
+
 def failed(services: Services, ex: Exchange, exc: Exception) -> Response:
     """A request that ended before an answer: its usage row, and the answer to give."""
     if isinstance(exc, ProxyError):

@@ -6,6 +6,7 @@ finished; any failure on the way a usage row and an error in the API's shape. A 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from starlette.requests import Request
@@ -19,7 +20,7 @@ from proxy.server.pipeline.chat_guards import checked_model
 from proxy.server.pipeline.dialect import Dialect, Flight
 from proxy.server.pipeline.disconnect import cancel_on_disconnect
 from proxy.server.pipeline.exchange import Exchange
-from proxy.server.pipeline.forward_step import failed, summarize_later, traced
+from proxy.server.pipeline.forward_step import cut_short, failed, summarize_later, traced
 from proxy.server.pipeline.plan_step import checked_density, plan, tag_marks, tokenizer_for
 from proxy.server.pipeline.quota_step import check_quota, expected_use, hold_in_fleet
 from proxy.server.pipeline.recall_step import (
@@ -98,6 +99,9 @@ async def run(request: Request, dialect: Dialect) -> Response:
         ex.upstream_ended = time.perf_counter()
     except Exception as exc:  # refused, gone, or a bug: a usage row, in the API's shape
         return dialect.answer_failure(failed(services, ex, exc), ex)
+    except asyncio.CancelledError:  # cut short (the shutdown's grace is over): its row, then on
+        cut_short(services, ex)
+        raise
     response = finish_plain(
         services, ex, upstream, answer, tokenizer, dialect.text_of, dialect.usage_of
     )

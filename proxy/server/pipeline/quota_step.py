@@ -41,33 +41,31 @@ async def hold_in_fleet(services: Services, ex: Exchange) -> None:
     """With --state and a hard quota: what the request holds (check_quota) is reserved in
     Redis against the whole fleet's counts and holds, so that replicas admitting at once
     cannot each spend the quota. Refused there: a 429, its holds let go. Redis not
-    answering in time: the replica's own check stands (as without shared state)."""
+    answering in time: the replica's own check stands (as without shared state), and an
+    entry Redis makes late is cancelled when the request is booked."""
     policy = ex.policy
     if policy is None or not policy.quotas.hard_limit or (ex.held, ex.held_micro_usd) == (0, 0):
         return
-    reserved = [0, 0]
     dollars = policy.quotas.in_micro_usd()
-    for k, (shared, amount, limits) in enumerate(
-        (
-            (services.shared, ex.held, policy.quotas),
-            (services.shared_spend, ex.held_micro_usd, dollars),
-        )
-    ):
-        if shared is None or amount <= 0:
+    books = (services.shared, services.shared_spend)
+    amounts = (ex.held, ex.held_micro_usd)
+    limits = ((policy.quotas.daily_tokens, policy.quotas.monthly_tokens),
+              (dollars.daily_tokens, dollars.monthly_tokens))  # fmt: skip
+    reserved, tried = [0, 0], [False, False]
+    for k, (shared, amount, limit) in enumerate(zip(books, amounts, limits, strict=True)):
+        if shared is None or amount <= 0 or limit == (None, None):
             continue
-        daily, monthly = limits.daily_tokens, limits.monthly_tokens
-        if daily is None and monthly is None:
-            continue
-        answer = await shared.reserve(policy.team, amount, daily, monthly)
+        tried[k] = True
+        answer = await shared.reserve(policy.team, ex.request_id, amount, limit)
         if answer is False:
-            for other, got in zip((services.shared, services.shared_spend), reserved, strict=True):
-                if other is not None and got:
-                    other.release(policy.team, got, 0)
+            for other, went in zip(books, tried, strict=True):
+                if other is not None and went:  # what it held there, or may hold late
+                    other.release(policy.team, ex.request_id, 0)
             services.quotas.release(policy.team, ex.held)
             services.spend.release(policy.team, ex.held_micro_usd)
             ex.held = ex.held_micro_usd = 0
             what = "token quota" if k == 0 else "budget"
-            period = "day" if daily is not None else "month"
+            period = "day" if limit[0] is not None else "month"
             raise QuotaExceeded(
                 f"Team {policy.team!r} has used its {what}: the requests the whole fleet "
                 "has served and holds for those in flight reach it.",
@@ -76,6 +74,7 @@ async def hold_in_fleet(services: Services, ex: Exchange) -> None:
         if answer:
             reserved[k] = amount
     ex.fleet_held = (reserved[0], reserved[1])
+    ex.fleet_tried = (tried[0], tried[1])
 
 
 def check_tokens(services: Services, ex: Exchange, expected: int) -> None:
