@@ -27,8 +27,11 @@ FIRST_TOKEN_DELAY_S = 0.05  # before its first words (a stream's time to first t
 
 
 def declared(body: dict[str, Any]) -> bool:
-    for tool in body.get("tools") or ():
-        function = tool.get("function") if isinstance(tool, dict) else None
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
         name = function.get("name") if isinstance(function, dict) else tool.get("name")
         if name == TOOL:
             return True

@@ -128,6 +128,8 @@ class FakeUpstream:
         )
         if mode == "no_usage":
             answer["usage"] = None
+        if body.get("background") is True:  # queued: the answer is read later, usage unknown
+            answer.update(status="queued", output=[], usage=None)
         if body.get("stream"):
             return StreamingResponse(
                 fake_responses.events(
@@ -218,6 +220,22 @@ class FakeUpstream:
                     "data": [{"object": "embedding", "index": 0, "embedding": [0.5] * 8}],
                     "model": "text-embedding-3-small",
                     "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+                }),
+                media_type="application/json",
+            )  # fmt: skip
+        if rec.path == "/v1/completions" and rec.body.startswith(b"{"):  # billed at the most
+            asked = orjson.loads(rec.body)
+            prompt = len(rec.body) // 4
+            prompts = asked["prompt"] if isinstance(asked.get("prompt"), list) else [""]
+            answers = max(asked.get("n") or 1, asked.get("best_of") or 1) * len(prompts)
+            completion = answers * (asked.get("max_tokens") or 16)
+            return Response(
+                orjson.dumps({
+                    "object": "text_completion", "model": asked.get("model"),
+                    "choices": [{"index": i, "text": "ok", "finish_reason": "length"}
+                                for i in range(answers)],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                              "total_tokens": prompt + completion},
                 }),
                 media_type="application/json",
             )  # fmt: skip
@@ -312,6 +330,7 @@ class FakeUpstream:
             prompt = len(rec.body.split())
             # an answer of the length the client allows (a model that runs on), or 7
             limit = body.get("max_tokens") or int(rec.headers.get("x-fake-answer-tokens", "7"))
+            limit *= body.get("n") or 1  # each of the n answers runs on
             usage = {"prompt_tokens": prompt, "completion_tokens": limit,
                      "total_tokens": prompt + limit}  # fmt: skip
         elif mode == "negative_usage":

@@ -127,6 +127,7 @@ def _plan(run: Run, cache: bool) -> PlanOutcome:
 def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
     """A request that was tagged, asks for the budget note, or is over its budget."""
     body, policy, tokenizer, budget = run.body, run.policy, run.tokenizer, run.budget
+    whole = budget  # the request's budget, whatever is held back of it for the caller
     layout, before = counted.layout, counted.before
     stripped = layout.stripped
     note = policy.visibility.prompt_report and budget is not None
@@ -161,7 +162,7 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
             plan_at = partial(_plan_at, replace(run, setup=layout.setup_end))
             stable = plan_cached(run, counted, plan_at)
             if stable is not None:
-                return held_back(stable, run.held)
+                return held_back(stable, run.held, whole)
         add_summaries(layout, run.summaries, tokenizer, policy)
         # One planner for every try: what it works out before the budget is shared.
         planner = Planner(layout, run)
@@ -186,7 +187,7 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
     forwarded = {**body, "messages": out} if changed else body
     report = partial(_report, run, counted, (plan, decisions, after))
     outcome = make_outcome(run, forwarded, (before, after), counts, layout.problems, report)
-    return held_back(outcome, run.held)
+    return held_back(outcome, run.held, whole)
 
 
 def _fitted(run: Run, counted: Counted, fit: Fit, note: bool) -> tuple[Plan, list[Any], int, bool]:

@@ -82,6 +82,9 @@ class Recallable:
         omitted = set(self.omitted())
         history = list(range(self._end))
         texts = [text_of(self._original[i]) for i in history]
+        plain = score_history(query, texts, spread=(), speaker=0.0, feedback=0.0)
+        if not any(score > 0.0 for score in plain):
+            return []  # no word of the query anywhere: the context alone matches nothing
         context = "\n".join(texts[-_CONTEXT:])
         scores = score_history(query, texts, context=context)
         ranked = sorted(

@@ -43,6 +43,7 @@ _PIECE_BYTES = bytes(
 _PIECE_BYTES_END = _END_PIECE + _PIECE_BYTES[1:]
 # The id of a piece that holds several words: its text is read with the regular expression.
 _SPLIT = -2
+READ_BATCH_CHARS = 256 * 1024  # of new documents read at once (_read_in_batches)
 
 
 class DocTerms(NamedTuple):
@@ -133,7 +134,8 @@ class TermIndex:
                 docs.move_to_end(key)
             out.append(hit)
         if new:
-            for i, entry in zip(new, self._read([documents[i] for i in new]), strict=True):
+            read = self._read_in_batches([documents[i] for i in new])
+            for i, entry in zip(new, read, strict=True):
                 out[i] = entry
                 key = hash(documents[i])
                 if key not in docs:  # the same text twice in one request counts once
@@ -164,6 +166,23 @@ class TermIndex:
         if len(self._slots) < len(self.names):
             self._slots = np.zeros(2 * len(self.names), np.int32)
         return self._slots
+
+    def _read_in_batches(self, documents: list[str]) -> list[DocTerms]:
+        """`_read`, READ_BATCH_CHARS of text at a time: its splits and lookups are single C
+        calls that hold the GIL throughout (30 MB read at once held the event loop ~1 s
+        from a worker thread); between batches the event loop gets its turn."""
+        out: list[DocTerms] = []
+        batch: list[str] = []
+        size = 0
+        for doc in documents:
+            if batch and size + len(doc) > READ_BATCH_CHARS:
+                out += self._read(batch)
+                batch, size = [], 0
+            batch.append(doc)
+            size += len(doc)
+        if batch:
+            out += self._read(batch)
+        return out
 
     def _read(self, documents: list[str]) -> list[DocTerms]:
         """The entries of documents not seen before, their words split and looked up as

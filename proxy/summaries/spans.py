@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from proxy.planner import role_of, shape
+from proxy.tokens import deep_json_text
 
 PROMPT_VERSION = "summary-v1"  # part of every key: a new prompt must not reuse old summaries
 SYSTEM_PROMPT = (
@@ -59,10 +60,13 @@ def settings_tag(team: str, upstream: str, model: str, max_tokens: int) -> bytes
 
 
 def _normalized(message: Any) -> bytes:
-    if not isinstance(message, dict):
-        return orjson.dumps(message, default=str)
-    fields = [message.get("role"), message.get("content"), message.get("tool_calls")]
-    return orjson.dumps(fields, default=str, option=orjson.OPT_SORT_KEYS)
+    fields = message
+    if isinstance(message, dict):
+        fields = [message.get("role"), message.get("content"), message.get("tool_calls")]
+    try:
+        return orjson.dumps(fields, default=str, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # past orjson's 254 levels: written without recursion
+        return deep_json_text(fields).encode()
 
 
 def span_key(messages: Iterable[Any], settings: bytes) -> str:

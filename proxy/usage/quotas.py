@@ -91,12 +91,8 @@ class QuotaBook:
     ) -> None:
         """Count `tokens` against `team` at time `when` (naive means UTC; default now);
         `shared`: counted in the shared state already (a fleet hold's release): here only."""
-        if when is None:
-            day = today()
-        else:
-            if when.tzinfo is not None:
-                when = when.astimezone(UTC)
-            day = when.strftime("%Y-%m-%d")
+        utc = when.astimezone(UTC) if when is not None and when.tzinfo is not None else when
+        day = today() if utc is None else utc.strftime("%Y-%m-%d")
         self._add_day(team, tokens, day)
         if self._pending is not None and tokens > 0 and not shared:
             self._remember_unsent(team, day, tokens)

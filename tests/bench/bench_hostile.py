@@ -60,6 +60,21 @@ def chat(turns: int, seed: str, words: int = 60) -> list[dict[str, str]]:
     ]  # fmt: skip
 
 
+def tiny_values(value: bytes, size: int) -> bytes:
+    """A chat carrying `size` bytes of one tiny JSON value repeated (an extra field): the
+    most values a parser must build per byte."""
+    values = b",".join([value] * (size // (len(value) + 1)))
+    return (
+        b'{"model":"gpt-4o","x_pad":[' + values + b'],"messages":[{"role":"user","content":"hi"}]}'
+    )
+
+
+def messages_body(turns: int) -> bytes:
+    messages = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                for m in chat(turns, "count")]  # fmt: skip
+    return orjson.dumps({"model": "claude-sonnet-4-5", "messages": messages})
+
+
 def sampled_places(known: list[dict[str, str]]) -> bytes:
     """A ~1 MB chat whose every place a 16-message sample would look at holds a message
     counted before (`known`), the rest never seen."""
@@ -142,6 +157,10 @@ def run() -> dict[str, Any]:
         ("990 KB of 28k text parts, Responses", "/v1/responses", lambda: text_parts(28_000), 1),
         ("~1 MB chat, sampled places seen before", "/v1/chat/completions", lambda: sampled_places(known), 1),
         ("~1 MB chat, first look", "/v1/chat/completions", lambda: orjson.dumps({"model": "gpt-4o", "messages": chat(1150, "new")}), 1),
+        ("31 MB of one-character strings, chat", "/v1/chat/completions", lambda: tiny_values(b'"a"', 31_000_000), 1),
+        ("31 MB of one-digit numbers, chat", "/v1/chat/completions", lambda: tiny_values(b"1", 31_000_000), 1),
+        ("31 MB chat, one request", "/v1/chat/completions", lambda: orjson.dumps({"model": "gpt-4o", "messages": chat(39_000, "huge")}), 1),
+        ("12 MB count_tokens", "/v1/messages/count_tokens", lambda: messages_body(17_000), 1),
         ("10 MiB chat, 4 at once", "/v1/chat/completions", lambda: orjson.dumps({"model": "gpt-4o", "messages": chat(14_000, "big")}), 4),
     ]  # fmt: skip
     try:

@@ -297,7 +297,7 @@ def test_passthrough_streamed_body_is_not_retried(
         for i in range(0, len(payload), 10_000):
             yield payload[i : i + 10_000]
 
-    response = httpx.post(proxy.url + "/v1/embeddings", content=chunks(), timeout=8)
+    response = httpx.post(proxy.url + "/v1/files", content=chunks(), timeout=8)  # an upload
     assert response.status_code == 503
     assert len(fault.requests) == 1 and fault.requests[0].body == payload
 

@@ -256,3 +256,39 @@ def test_an_old_tool_result_of_deep_json_is_planned_not_a_failure(
     assert r.status_code == 200, r.text[:300]
     sent = upstream.last.json() if path != "/v1/context/plan" else r.json()["request"]
     assert len(orjson.dumps(sent)) < len(orjson.dumps(messages))  # trimmed to fit
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/context/plan"])
+@pytest.mark.parametrize("cache", ["prompt_cache_key", "cache_control", "cache.chats"])
+def test_an_old_message_nested_past_the_writers_depth_is_planned_in_cache_mode(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, path: str, cache: str
+) -> None:
+    """Cache mode keeps the plans of conversations by a digest of their messages' JSON: an
+    old message nested 300 deep (past what orjson writes) made that digest raise, and the
+    request went untrimmed (the plan route: a 500). It is planned like any other: an old
+    stretch of turns, it is left out."""
+    policy = "models:\n  gpt-4o-mini: {context_window: 8000}\n"
+    if cache == "cache.chats":
+        policy += "cache: {chats: true}\n"
+    (policies_dir / "default.yaml").write_text(policy)
+    proxy = start_proxy()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    messages.append({"role": "user", "content": "question 0"})
+    for k in range(90):
+        messages.append({"role": "assistant", "content": f"answer {k} " + "word " * 300})
+        messages.append({"role": "user", "content": f"question {k + 1}"})
+    old = messages[4]  # an old reply, one of its parts nested 300 deep
+    old["content"] = [{"type": "text", "text": old["content"], "metadata_extra": nested(300)}]
+    body: dict[str, Any] = {"model": "gpt-4o-mini", "messages": messages}
+    if cache == "prompt_cache_key":
+        body["prompt_cache_key"] = "team-a"
+    elif cache == "cache_control":
+        messages[0]["content"] = [
+            {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+        ]
+    raw = _deep_json(body)
+    r = post(proxy, path, raw)
+    assert r.status_code == 200, r.text[:300]
+    sent = upstream.last.json() if path != "/v1/context/plan" else r.json()["request"]
+    assert len(orjson.dumps(sent)) < len(raw) // 2  # trimmed to fit
+    assert "metadata_extra" not in orjson.dumps(sent).decode()

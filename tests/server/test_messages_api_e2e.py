@@ -161,6 +161,24 @@ def test_count_tokens_is_answered_from_the_proxys_own_count(
     assert not upstream.requests
 
 
+def test_a_big_count_is_made_in_slices_and_is_the_same_count(
+    claude_proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """A body over a megabyte is counted a slice of messages at a time (each in the heavy
+    slot on its own, so that other teams' requests wait for one slice, not the whole):
+    the same count as in one piece."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user" if n % 2 == 0 else "assistant",
+         "content": [{"type": "text", "text": f"step {n}: " + "word " * 700}]}
+        for n in range(400)
+    ]  # fmt: skip
+    body: dict[str, Any] = {"model": MODEL, "system": SYSTEM, "tools": [TOOL], "messages": messages}
+    assert len(orjson.dumps(body)) > 1024 * 1024
+    counted = client(claude_proxy).messages.count_tokens(**body)
+    own = TokenCounter().chat_tokenizer(MODEL, Policy()).count_request(to_chat(body).body)
+    assert counted.input_tokens == own > 0
+
+
 def test_a_broken_stream_ends_with_an_anthropic_error_event(
     claude_proxy: RunningProxy, upstream: FakeUpstream
 ) -> None:

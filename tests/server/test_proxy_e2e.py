@@ -159,15 +159,15 @@ def test_passthrough_models(proxy: RunningProxy, upstream: FakeUpstream) -> None
 def test_passthrough_body_query_and_streamed_answer(
     proxy: RunningProxy, upstream: FakeUpstream
 ) -> None:
-    payload = b"x" * 300_000
+    payload = b"x" * 300_000  # an upload: streamed through as it comes
     response = httpx.post(
-        proxy.url + "/v1/embeddings?api-version=2&x=1",
+        proxy.url + "/v1/files?api-version=2&x=1",
         content=payload,
         headers={"authorization": "Bearer sk-user"},
     )
     assert response.json() == {
         "method": "POST",
-        "path": "/v1/embeddings",
+        "path": "/v1/files",
         "query": "api-version=2&x=1",
         "size": 300_000,
         "authorization": "Bearer sk-user",

@@ -6,10 +6,12 @@ what a request whose required parts alone overflow gets (a cut, or a refusal).""
 from proxy.planner.budget.allocation import Plan, Planner
 from proxy.planner.budget.fit import Fit, count_forwarded, known_counts
 from proxy.planner.budget.note import budget_note, note_cost
+from proxy.planner.budget.pinned import RECENT_SHARE
 from proxy.planner.budget.placeholders import turns_placeholder
 from proxy.planner.budget.trim import with_note
 
 __all__ = [
+    "RECENT_SHARE",
     "Fit",
     "Plan",
     "Planner",

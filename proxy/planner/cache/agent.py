@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from proxy.planner.budget import RECENT_SHARE
 from proxy.planner.cache.agent_recall import MIN_ROOM, Anchored, Recall, with_recall
 from proxy.planner.cache.plan_at import PlanAt
 from proxy.planner.cache.report import message_items
 from proxy.planner.cache.stable_cut import boundary, step_of
-from proxy.planner.parts import Counted, Layout, Run
+from proxy.planner.parts import Counted, Layout, Run, history_turns
 from proxy.planner.report import ItemReport, PlanOutcome, PlanReport, Refused, SectionReport
+from proxy.types import Priority
 
 
 def is_agent_loop(layout: Layout, full: Sequence[int]) -> bool:
@@ -47,6 +49,28 @@ def _keeps_current_turn(layout: Layout, at: int, planned: list[Any]) -> bool:
     stripped = layout.stripped
     must = [stripped[i] for i in range(layout.current_start, at) if layout.in_current(i)]
     return all(any(m is p or m == p for p in planned) for m in must)
+
+
+def _keeps_newest_turns(run: Run, counted: Counted, at: int, planned: list[Any]) -> bool:
+    """Whether the boundary's plan forwards whole the questions and replies of this
+    request's newest `history.keep_recent` turns before the boundary, when together they
+    take at most the share of the room (beside the required parts) that the ordinary plan
+    pins them in (budget/pinned.py): a boundary planned at a smaller budget may have left
+    them out, and the recall would then fill their room with old tool results."""
+    layout, full = counted.layout, counted.full
+    turns = [t for t in history_turns(layout) if t.question or t.reply]
+    newest = turns[-max(run.policy.history.keep_recent, 1) :]
+    said = [i for t in newest for i in (*t.question, *t.reply)]
+    if not said or run.budget is None:
+        return True
+    required = sum(
+        c for c, p in zip(layout.cost, layout.priority, strict=True) if p is Priority.REQUIRED
+    )
+    room = run.budget - counted.fixed - required
+    if sum(full[i] for i in said) > RECENT_SHARE * room:
+        return True  # not all pinned by the ordinary plan either
+    stripped = layout.stripped
+    return all(any(stripped[i] is p or stripped[i] == p for p in planned) for i in said if i < at)
 
 
 def plan_anchored(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | None:
@@ -73,6 +97,8 @@ def plan_anchored(run: Run, counted: Counted, plan_at: PlanAt) -> PlanOutcome | 
     planned = list(head.body["messages"])
     if not _keeps_current_turn(layout, at, planned):
         return None  # the boundary's plan cut into what this request must keep whole
+    if not _keeps_newest_turns(run, counted, at, planned):
+        return None  # the boundary's smaller budget left out a turn this request pins
     tail = list(layout.stripped[at:])
     result = plan_at({**body, "messages": [*planned, *tail]}, policy, window)
     if result.changed:  # the steps since the boundary did not fit beside its plan

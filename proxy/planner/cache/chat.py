@@ -120,6 +120,8 @@ def _head(run: Run, counted: Counted, plan_at: PlanAt, at: int, budget: int) -> 
     if memo is None:
         return plan()
     key = head_key(body["messages"], headed, budget, run.tokenizer.name, summaries)
+    if key is None:
+        return plan()
     known = memo.get(key)
     if known is not None:
         return _outcome(run, known, plan)
@@ -128,7 +130,7 @@ def _head(run: Run, counted: Counted, plan_at: PlanAt, at: int, budget: int) -> 
         counts = (made.dropped, made.truncated, made.summarized, made.deduped, made.trimmed,
                   made.cleared)  # fmt: skip
         forwarded = list(made.body["messages"])
-        size = len(orjson.dumps(forwarded, default=repr))
+        size = len(orjson.dumps(forwarded, default=repr))  # its input was written: so is it
         memo.put(key, Head(forwarded, made.tokens_after, counts, tuple(made.problems), size))
     return made
 

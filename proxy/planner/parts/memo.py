@@ -43,11 +43,16 @@ def head_key(
     budget: int,
     tokenizer: str,
     summaries: Sequence[ExtraSummary],
-) -> bytes:
-    """The digest of everything the plan of `messages` depends on."""
+) -> bytes | None:
+    """The digest of everything the plan of `messages` depends on; None for messages
+    nested deeper than orjson writes (254 levels; it reads 1,024): planned unmemoized,
+    and their plan then written back or refused like any other."""
     digest = hashlib.blake2b(digest_size=32)
     digest.update(repr((policy, budget, tokenizer, summaries)).encode())
-    digest.update(orjson.dumps(messages, default=repr))
+    try:
+        digest.update(orjson.dumps(messages, default=repr))
+    except orjson.JSONEncodeError:
+        return None
     return digest.digest()
 
 

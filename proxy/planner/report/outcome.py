@@ -107,11 +107,12 @@ def make_outcome(
     )
 
 
-def held_back(outcome: PlanOutcome, held: int) -> PlanOutcome:
+def held_back(outcome: PlanOutcome, held: int, whole: int | None) -> PlanOutcome:
     """`outcome` of a plan that left `held` tokens of its budget for what the caller adds
-    to a request it trimmed (Offered.reserve): the request's whole budget said, in the
-    outcome and its report; and when the plan left anything out (then the caller adds it),
-    `held` set and counted in what is forwarded."""
+    to a request it trimmed (Offered.reserve): the request's `whole` budget said, in the
+    outcome and its report (a cache-mode plan reports the budget it planned the head with,
+    not the one it was given); and when the plan left anything out (then the caller adds
+    it), `held` set and counted in what is forwarded."""
     if not held:
         return outcome
     adds = held if (outcome.dropped or outcome.truncated or outcome.summarized) else 0
@@ -120,10 +121,10 @@ def held_back(outcome: PlanOutcome, held: int) -> PlanOutcome:
     def report() -> PlanReport:
         inner = made()
         if inner.budget is not None:
-            inner.budget += held
+            inner.budget = whole
         inner.tokens_after += adds
         return inner
 
-    budget = outcome.budget + held if outcome.budget is not None else None
+    budget = whole if outcome.budget is not None else None
     after = outcome.tokens_after + adds
     return replace(outcome, budget=budget, tokens_after=after, held=adds, make_report=report)

@@ -66,6 +66,10 @@ class Exchange:
     completion_tokens: int | None = None
     usage_from_upstream: bool = False
     estimated_completion: int = 0
+    # Charged as the answer at least when the upstream reports no usage: what a request
+    # whose answer the proxy never reads may have cost (a billed passthrough route's, a
+    # background response's), its answer limit.
+    answer_floor: int = 0
     answered: bool = False  # the upstream served an answer (only then is a quota charged)
     cached_tokens: int | None = None  # as the upstream reported them; None when it did not
     cache_written: tuple[int, int] = (0, 0)  # cache writes reported, of them for an hour
@@ -172,7 +176,7 @@ class Exchange:
             source = "upstream"
         else:
             prompt = o.tokens_after if (o is not None and answered) else 0
-            completion = self.estimated_completion if answered else 0
+            completion = max(self.estimated_completion, self.answer_floor) if answered else 0
             source = "estimated"
         total = prompt + completion
         if total and policy is not None:  # counted in the fleet as its hold goes, if it has one

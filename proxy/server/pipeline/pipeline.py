@@ -21,8 +21,13 @@ from proxy.server.pipeline.dialect import Dialect, Flight
 from proxy.server.pipeline.disconnect import cancel_on_disconnect
 from proxy.server.pipeline.exchange import Exchange
 from proxy.server.pipeline.forward_step import cut_short, failed, summarize_later, traced
-from proxy.server.pipeline.plan_step import checked_density, plan, tag_marks, tokenizer_for
-from proxy.server.pipeline.quota_step import check_quota, expected_use, hold_in_fleet
+from proxy.server.pipeline.plan_step import parsed_body, plan, tag_marks, tokenizer_for
+from proxy.server.pipeline.quota_step import (
+    check_quota,
+    expected_use,
+    hold_in_fleet,
+    refuse_unmetered,
+)
 from proxy.server.pipeline.recall_step import (
     open_recall,
     plain_rounds,
@@ -49,11 +54,11 @@ async def run(request: Request, dialect: Dialect) -> Response:
         base = dialect.upstream_base(services, policy)
         flight = Flight(await read_body(request, services.settings.max_body_bytes))
         raw = flight.raw
-        await checked_density(services, policy.team, raw)
-        flight.body = body = dialect.parse(raw)
+        flight.body = body = await parsed_body(services, policy.team, raw, dialect.parse)
         flight.entries = dialect.count_entries(body, len(raw))
         ex.model, ex.stream = checked_model(body), body.get("stream") is True
         check_quota(services, ex)
+        background = refuse_unmetered(ex, body)
         ex.count_upstream = base
         tokenizer = await tokenizer_for(services, ex.model, policy, base)
         ex.count_factor = tokenizer.factor
@@ -71,6 +76,8 @@ async def run(request: Request, dialect: Dialect) -> Response:
         flight.recall = open_recall(services, ex, neutral.body, flight.outcome)
         dialect.after_plan(flight)
         use = expected_use(flight.outcome.tokens_after, body, policy.quotas.answer_hold_tokens)
+        if background:  # its answer is never read here: charged at its limit
+            ex.answer_floor = use[1]
         check_quota(services, ex, use)
         await hold_in_fleet(services, ex)
         flight.payload = await dialect.payload(services, ex, flight)

@@ -133,11 +133,35 @@ def check_spend(services: Services, ex: Exchange, use: tuple[int, int] | None) -
 
 
 def expected_use(prompt: int, body: dict[str, Any], answer_hold: int) -> tuple[int, int]:
-    """What a request may use: its prompt, and the output it allows (`max_tokens`,
-    `max_completion_tokens`, `max_output_tokens`), or `answer_hold` when it sets none."""
+    """What a request may use at most: its prompt, and the output it allows (`max_tokens`,
+    `max_completion_tokens`, `max_output_tokens`, or `answer_hold` when it sets none) for
+    each of the `n` answers it asks for."""
     limits = (body.get(k) for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"))
     allowed = next((n for n in limits if type(n) is int and n > 0), answer_hold)
-    return prompt, allowed
+    answers = body.get("n")
+    return prompt, allowed * (answers if type(answers) is int and answers > 1 else 1)
+
+
+def refuse_unmetered(ex: Exchange, body: dict[str, Any]) -> bool:
+    """Whether the request is a background response (`background: true`): its upstream
+    answers "queued" without usage, and its answer is read later (`GET
+    /v1/responses/{id}`), past the proxy's metering. A team under a hard quota is refused
+    one (400 `background_not_metered`): its cost cannot be held to the quota. Others are
+    charged its answer at its limit (Exchange.answer_floor)."""
+    if body.get("background") is not True:
+        return False
+    assert ex.policy is not None
+    quotas = ex.policy.quotas
+    limits = (quotas.daily_tokens, quotas.monthly_tokens, quotas.daily_usd, quotas.monthly_usd)
+    if quotas.hard_limit and any(limit is not None for limit in limits):
+        raise InvalidRequest(
+            f"Team {ex.policy.team!r} has a hard quota, and a background response's cost "
+            "cannot be held to it: its answer is read later, past the proxy. Send it "
+            "without `background`, or stream it.",
+            param="background",
+            code="background_not_metered",
+        )
+    return True
 
 
 def seconds_until_reset(period: str, now: datetime | None = None) -> int:

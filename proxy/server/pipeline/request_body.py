@@ -131,6 +131,10 @@ def check_chat_body(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def parse_messages_body(raw: bytes) -> dict[str, Any]:
+    return check_messages_body(parse_model_body(raw))
+
+
 def check_messages_body(body: dict[str, Any]) -> dict[str, Any]:
     """`body` (a JSON object with a model) if it is shaped as a Messages API body, else a
     400: `messages` objects with a string `role` and a string or array `content`, `tools`

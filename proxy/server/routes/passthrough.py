@@ -19,19 +19,30 @@ from proxy.errors import (
     ProxyError,
     UpstreamUnreachable,
 )
+from proxy.policy import Policy
 from proxy.server.core import responses
 from proxy.server.core.services import Services
 from proxy.server.pipeline import request_body
 from proxy.server.pipeline.auth import headers_not_forwarded, resolve_policy, upstream_authorization
 from proxy.server.pipeline.disconnect import ClientGone, cancel_on_disconnect
-from proxy.server.pipeline.exchange import Exchange
-from proxy.server.pipeline.quota_step import check_quota
-from proxy.server.pipeline.request_body import too_large
+from proxy.server.pipeline.exchange import Exchange, Figures
+from proxy.server.pipeline.plan_step import (
+    PLAN_INLINE_MAX_BYTES,
+    off_loop,
+    parsed_body,
+    tokenizer_for,
+)
+from proxy.server.pipeline.quota_step import check_quota, hold_in_fleet
+from proxy.server.pipeline.request_body import parse_model_body, read_body, too_large
+from proxy.server.routes.billed_use import billed_use
 from proxy.server.routes.passthrough_rules import BILLED, Meter, route_allowed
 from proxy.upstream import Timeouts, UpstreamBroke, UpstreamResponse, clean_headers
 from proxy.usage import route_group
 
 BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+# A billed body's values may be token ids (`[1234,5678,...]`: 5 bytes each); what is denser
+# (one-digit numbers) is refused before it is parsed (body_limits.py).
+TOKEN_ARRAY_BYTES = 3
 
 
 async def forward(request: Request) -> Response:
@@ -55,14 +66,21 @@ async def forward(request: Request) -> Response:
         limit = services.settings.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(too_large(limit))
-        if request.method == "POST" and route in BILLED:  # checks the quota, books a row
+        raw: bytes | None = None
+        if request.method == "POST" and route in BILLED:  # held like any planned request
             ex = Exchange(services.ids.next())
             ex.policy, ex.api = policy, route.rsplit("/", 1)[-1]
-            # A token per 4 bytes of body: held against a hard quota until it is charged.
-            size = int(declared) // 4 if declared and declared.isdigit() else 0
-            check_quota(services, ex, (size, 0))
+            raw = await read_body(request, limit)
+            ex.model, use = await billed_request(services, policy, route, raw)
+            ex.figures = Figures(None, None, use[0], use[0], 0, 0, 0, 0)
+            ex.answer_floor = use[1]  # charged if the upstream reports no usage
+            check_quota(services, ex, use)
+            await hold_in_fleet(services, ex)
         headers = clean_headers(request.headers.raw, headers_not_forwarded(policies))
-        if declared is not None:
+        if raw is not None:  # read whole: sent with its length, whatever the client's framing
+            headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
+            headers.append(("content-length", str(len(raw))))
+        elif declared is not None:
             headers.append(("content-length", declared))
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
@@ -75,20 +93,19 @@ async def forward(request: Request) -> Response:
             policy.upstream.connect_timeout_s,
             policy.upstream.retries if bodyless else 0,
         )
-        if bodyless:
+        if bodyless or raw is not None:
             async with cancel_on_disconnect(request):
                 upstream = await services.upstream.send(
-                    request.method, url, headers, None, timeouts, streaming=True
+                    request.method, url, headers, raw, timeouts, streaming=True
                 )
         else:
-            body = BodyRelay(request, limit, meter if ex is not None else None)
+            body = BodyRelay(request, limit)
             upstream = await body.send(services, request.method, url, headers, timeouts)
     except ProxyError as exc:
         services.metrics.observe_passthrough(
             route_group(path), exc.status, time.perf_counter() - started
         )
         if ex is not None:
-            ex.model = meter.model()
             ex.finish(services, exc.status, exc.code or exc.type)
         return responses.error(exc)
     except ClientGone:
@@ -111,12 +128,27 @@ async def forward(request: Request) -> Response:
                 route_group(path), status, time.perf_counter() - started
             )
             if ex is not None:  # the billed route's row: what the upstream said it used
-                ex.model = meter.model()
                 ex.answered = 200 <= upstream.status < 300
                 ex.take_usage(meter.usage())
                 ex.finish(services, status, error)
 
     return responses.streamed(upstream.status, upstream.headers, relay())
+
+
+async def billed_request(
+    services: Services, policy: Policy, route: str, raw: bytes
+) -> tuple[str, tuple[int, int]]:
+    """A billed route's model, from its parsed body whatever the key order, and the most
+    it may bill (billed_use.py); a big body parsed and counted in the heavy slot."""
+    body = await parsed_body(services, policy.team, raw, parse_model_body, TOKEN_ARRAY_BYTES)
+    model: str = body["model"]
+    base = policy.upstream.base_url or services.settings.upstream
+    tokenizer = await tokenizer_for(services, model, policy, base)
+    if len(raw) > PLAN_INLINE_MAX_BYTES:
+        use = await off_loop(services, policy.team, billed_use, route, body, tokenizer.count_text)
+    else:
+        use = billed_use(route, body, tokenizer.count_text)
+    return model, use
 
 
 def upstream_path(request: Request) -> str:
@@ -183,10 +215,9 @@ def confined_url(base: str, request: Request) -> URL:
 class BodyRelay:
     """Streams the client's body upstream, within the size limit and the read timeout."""
 
-    def __init__(self, request: Request, limit: int, meter: Meter | None = None) -> None:
+    def __init__(self, request: Request, limit: int) -> None:
         self._request = request
         self._limit = limit
-        self._meter = meter  # reads the model of a billed request from its head
         self.problem: ProxyError | None = None
 
     async def send(
@@ -229,6 +260,4 @@ class BodyRelay:
             if size > self._limit:
                 self.problem = BodyTooLarge(too_large(self._limit))
                 raise self.problem
-            if self._meter is not None:
-                self._meter.request_chunk(chunk)
             yield chunk

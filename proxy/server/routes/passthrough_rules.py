@@ -5,10 +5,10 @@ In key mode a team reaches the planned routes and, past them, only what its poli
 upstream key share the provider account behind it: its stored chat completions,
 responses, files and batches are not any one team's to list, read or delete.
 
-Routes that bill tokens (embeddings, legacy completions) check the team's quota and are
-charged what the upstream reports: the model is read from the head of the request body
-and the usage from the tail of the answer (plain JSON or a stream's last events), without
-holding either whole.
+Routes that bill tokens (embeddings, legacy completions) are held against the team's
+quotas like the planned ones, from their parsed body (billed_use.py), and charged what the
+upstream reports: the usage is read from the tail of the answer (plain JSON or a stream's
+last events), without holding it whole.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ import orjson
 from proxy.policy import Policy
 
 BILLED = frozenset({"/v1/embeddings", "/v1/completions"})
-HEAD_BYTES = 4096  # of the request body: where its "model" is
 TAIL_BYTES = 65_536  # of the answer: where its "usage" is
-_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\})')
 
 
@@ -38,24 +36,15 @@ def route_allowed(policy: Policy, method: str, path: str) -> bool:
 
 
 class Meter:
-    """What a billed passthrough request used: its model and the upstream's usage."""
+    """What a billed passthrough request used: the upstream's usage."""
 
     def __init__(self) -> None:
-        self._head = bytearray()
         self._tail = bytearray()
-
-    def request_chunk(self, chunk: bytes) -> None:
-        if len(self._head) < HEAD_BYTES:
-            self._head += chunk[: HEAD_BYTES - len(self._head)]
 
     def answer_chunk(self, chunk: bytes) -> None:
         self._tail += chunk
         if len(self._tail) > 2 * TAIL_BYTES:
             del self._tail[:-TAIL_BYTES]
-
-    def model(self) -> str:
-        found = _MODEL.search(bytes(self._head))
-        return found.group(1).decode("utf-8", "replace") if found else ""
 
     def usage(self) -> dict[str, Any] | None:
         """The last `usage` object of the answer, as chat completions' fields."""

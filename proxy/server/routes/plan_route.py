@@ -22,8 +22,8 @@ from proxy.server.pipeline.chat_guards import checked_model, internal_error
 from proxy.server.pipeline.exchange import Exchange
 from proxy.server.pipeline.plan_step import (
     PLAN_INLINE_MAX_BYTES,
-    checked_density,
     off_loop,
+    parsed_body,
     plan,
     plan_in_thread,
     tag_marks,
@@ -52,8 +52,7 @@ async def context_plan(request: Request) -> Response:
             policy = resolve_policy(policies, request.headers)
         ex.policy = policy
         raw = await read_body(request, services.settings.max_body_bytes)
-        await checked_density(services, policy.team, raw)
-        body = parse_model_body(raw)
+        body = await parsed_body(services, policy.team, raw, parse_model_body)
         conv: Converted | anthropic.Converted | None = None
         if anthropic.is_messages_body(body):
             check_counts(check_messages_body(body)["messages"], "messages", len(raw))
