@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import orjson
 
 
@@ -93,6 +95,32 @@ class QuotaExceeded(ProxyError):
 
     def headers(self) -> tuple[tuple[bytes, bytes], ...]:
         return ((b"retry-after", b"%d" % self.retry_after_s), (b"x-should-retry", b"false"))
+
+
+class RateLimited(ProxyError):
+    """A rate limit (requests or tokens per minute) has nothing left: a 429 in OpenAI's
+    shape whose `retry-after` and `retry-after-ms` the official SDKs wait for, then retry;
+    with the `x-ratelimit-*` headers of the limit that refused it."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(
+        self, message: str, kind: str, retry_after_s: float, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        super().__init__(message)
+        self.type = kind  # "requests" or "tokens", as OpenAI's own says
+        self.retry_after_s = retry_after_s
+        self._headers = headers
+
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        seconds = max(1, math.ceil(self.retry_after_s))
+        millis = max(1, math.ceil(self.retry_after_s * 1000))
+        return (
+            (b"retry-after", b"%d" % seconds),
+            (b"retry-after-ms", b"%d" % millis),
+            *self._headers,
+        )
 
 
 class PlanFailed(ProxyError):

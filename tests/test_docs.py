@@ -7,11 +7,13 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from proxy.policy.model import hash_key
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
 from tests.processes import serve_command, wait_ready
@@ -56,24 +58,25 @@ def _block(after: str, index: int = 0) -> str:
 def test_the_walk_through_adds_a_team_as_written(
     tmp_path: Path, fake_upstream_server: tuple[FakeUpstream, str]
 ) -> None:
-    """Step 1's commands make a key and its hash; step 2's file with that hash passes
-    `check`; the server started as in step 3 lets the key in, sends the upstream the
-    team's own key, and refuses a request without one."""
+    """Step 1's command makes a key and writes its hash into the team's file; step 2's
+    settings in that file pass `check`; the server started as in step 3 lets the key in,
+    sends the upstream the team's own key, and refuses a request without one."""
     upstream, base = fake_upstream_server
     upstream.reset()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     made = subprocess.run(
         ["bash", "-c", _block("1. Make the team a proxy key") + 'echo "KEY=$KEY"'],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={**os.environ, "PATH": path},
     )  # fmt: skip
-    lines = made.stdout.split()
-    digest = next(line for line in lines if line.startswith("sha256:"))
-    key = next(line for line in lines if line.startswith("KEY="))[4:]
+    key = next(line for line in made.stdout.split() if line.startswith("KEY="))[4:]
+    assert key.startswith("cp-") and key not in made.stderr
     policies = tmp_path / "policies"
-    policies.mkdir()
-    policy = _block("2. Write `policies/research.yaml`").replace(
-        "sha256:…the line printed above…", digest
-    )
-    (policies / "research.yaml").write_text(policy)
+    written = (policies / "research.yaml").read_text()
+    assert hash_key(key) in written and key not in written
+    settings = textwrap.dedent(_block("2. Give the team its settings in that file")).splitlines()
+    given = [line for line in settings if not line.startswith(("team:", "keys:", "  - {hash"))]
+    (policies / "research.yaml").write_text(written + "\n".join(given) + "\n")
     env = {**os.environ, "RESEARCH_OPENAI_KEY": "sk-upstream-research"}
     checked = subprocess.run(
         [sys.executable, "-m", "proxy", "check", "--policies", str(policies)],

@@ -1,4 +1,4 @@
-"""Commands: serve, plan, check, report."""
+"""Commands: serve, plan, check, keys, report."""
 
 from __future__ import annotations
 
@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate policy files")
     check.add_argument("--policies", help="policy folder (default ./policies)")
     check.set_defaults(func=check_command)
+
+    from proxy.cli.keys import add_keys_arguments
+
+    add_keys_arguments(commands)
 
     report = commands.add_parser("report", help="usage totals from a usage log")
     add_report_arguments(report)

@@ -51,12 +51,20 @@ def route_list(node: yaml.Node, problems: Problems, name: str = "passthrough") -
     return tuple(out)
 
 
+_KEY_FIELDS = frozenset(("hash", "label", "created"))
+
+
 def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
+    """A list of key hashes: `sha256:<hex>` strings, or mappings `{hash: "sha256:<hex>",
+    label: ..., created: ...}` (what `context-proxy keys new` writes)."""
     if not isinstance(node, yaml.SequenceNode):
         problems.add(node, f"{name} must be a list of 'sha256:<hex>' strings, got {where(node)}")
         return INVALID
     out: list[str] = []
-    for item in node.value:
+    for entry in node.value:
+        item = _hash_node(entry, problems, name)
+        if item is None:
+            continue
         value = typed(item, problems, name, (str,), "a 'sha256:<64 hex digits>' string")
         if value is INVALID:
             continue
@@ -70,3 +78,23 @@ def key_hash(node: yaml.Node, problems: Problems, name: str = "keys") -> Any:
             continue
         out.append(value.lower())
     return out
+
+
+def _hash_node(entry: yaml.Node, problems: Problems, name: str) -> yaml.Node | None:
+    """The node of an entry's hash: the entry, or its mapping's `hash`."""
+    if not isinstance(entry, yaml.MappingNode):
+        return entry
+    fields: dict[str, yaml.Node] = {str(k.value): v for k, v in entry.value}
+    unknown = sorted(set(fields) - _KEY_FIELDS)
+    if unknown:
+        problems.add(entry, f"{name}: unknown key {unknown[0]!r} (expected hash, label, created)")
+    for field in ("label", "created"):
+        if (
+            field in fields
+            and typed(fields[field], problems, f"{name}.{field}", (str,), "text") is INVALID
+        ):
+            return None
+    if "hash" not in fields:
+        problems.add(entry, f"{name}: an entry given as a mapping needs its `hash`")
+        return None
+    return fields["hash"]

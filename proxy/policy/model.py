@@ -111,6 +111,18 @@ class QuotaPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitPolicy:
+    """Requests and tokens per minute (usage/rate_limits.py): the team's, across all its
+    keys, and each key's on its own (`key_*`); None: no limit. Tokens count as a hard
+    quota holds them: the prompt as planned and the answer limit, settled when booked."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    key_requests_per_minute: int | None = None
+    key_tokens_per_minute: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class VisibilityPolicy:
     prompt_report: bool = False
 
@@ -258,6 +270,7 @@ class Policy:
     tools: ToolsPolicy = field(default_factory=ToolsPolicy)
     thresholds: ThresholdPolicy = field(default_factory=ThresholdPolicy)
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
+    rate_limits: RateLimitPolicy = field(default_factory=RateLimitPolicy)
     visibility: VisibilityPolicy = field(default_factory=VisibilityPolicy)
     tags: TagsPolicy = field(default_factory=TagsPolicy)
     summaries: SummaryPolicy = field(default_factory=SummaryPolicy)

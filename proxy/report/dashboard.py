@@ -111,6 +111,7 @@ def _cards(total: Mapping[str, Any]) -> str:
         ("tokens removed", human(total.get("tokens_removed", 0))),
         ("refused (never sent)", f"{total.get('refused', 0):,} · "
          f"{human(total.get('refused_tokens', 0))} tokens"),
+        ("rate limited", f"{total.get('rate_limited', 0):,}"),
         ("warnings / critical", f"{total.get('warnings', 0):,} / {total.get('critical', 0):,}"),
         ("errors", f"{total.get('errors', 0):,}"),
         ("p50 / p95 latency", f"{'-' if p50 is None else f'{p50:,.0f}'} / "

@@ -13,7 +13,8 @@ import orjson
 # fmt: off
 COLUMNS = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
-    "trimmed_share", "tokens_removed", "refused", "refused_tokens", "warnings", "critical",
+    "trimmed_share", "tokens_removed", "refused", "refused_tokens", "rate_limited", "warnings",
+    "critical",
     "p50_ms", "p95_ms",
     "cached_tokens", "cached_share", "cost_usd", "saved_usd",
 )
@@ -29,7 +30,8 @@ _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # The table leaves out what CSV and JSON carry for spreadsheets (trimmed count, cached
 # token count: the share is shown).
-TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "cached_tokens"})
+# The terminal table leaves out what the dashboard's cards and CSV/JSON carry, to stay narrow.
+TABLE_COLUMNS = tuple(c for c in COLUMNS if c not in {"trimmed", "cached_tokens", "rate_limited"})
 SHARES = frozenset({"trimmed_share", "cached_share"})
 DOLLARS = frozenset({"cost_usd", "saved_usd"})
 

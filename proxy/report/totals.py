@@ -22,13 +22,14 @@ from proxy.report.tally import amount_field as _amount
 from proxy.report.tally import count_field as _count
 
 UTIL_BIN = 0.05  # utilization histogram bin width
+RATE_LIMITED = "rate_limit_exceeded"  # a usage row's error when a rate limit refused it
 UTIL_BINS = 31  # 0 .. 1.5 in steps of 0.05, the last bin holds everything from 1.5 up
 # (the dashboard labels that bin "≥ 1.5" with its count and the highest value seen)
 # fmt: off
 _SUMMED = (
     "requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens", "trimmed",
-    "tokens_removed", "refused", "refused_tokens", "warnings", "critical", "cached_tokens",
-    "priced", "cost_usd", "saved_usd",
+    "tokens_removed", "refused", "refused_tokens", "rate_limited", "warnings", "critical",
+    "cached_tokens", "priced", "cost_usd", "saved_usd",
 )
 # fmt: on
 
@@ -44,6 +45,7 @@ class GroupStats:
     tokens_removed: int = 0  # from the requests sent
     refused: int = 0  # refused by the proxy because they could not fit (never sent)
     refused_tokens: int = 0  # their tokens before trimming
+    rate_limited: int = 0  # refused for a rate limit (requests or tokens per minute)
     warnings: int = 0  # rows at level warning
     critical: int = 0  # rows at level critical
     cached_tokens: int = 0  # prompt tokens the upstream served from its cache
@@ -65,6 +67,7 @@ class GroupStats:
             "tokens_removed": self.tokens_removed,
             "refused": self.refused,
             "refused_tokens": self.refused_tokens,
+            "rate_limited": self.rate_limited,
             "warnings": self.warnings,
             "critical": self.critical,
             "p50_ms": percentile(ordered, 0.50),
@@ -182,6 +185,7 @@ def aggregate(
         if refused:
             stats.refused += 1
             stats.refused_tokens += before
+        stats.rate_limited += rec.get("error") == RATE_LIMITED
         stats.warnings += level == "warning"  # apart: a critical row is not also a warning
         stats.critical += level == "critical"
         stats.latencies.append(latency)

@@ -87,6 +87,12 @@ class Metrics:
             ("team",),
             registry=r,
         )
+        self.rate_limited_requests = Counter(
+            p + "rate_limited",
+            "Requests refused for a rate limit, by the kind of limit (requests, tokens).",
+            ("team", "limit"),
+            registry=r,
+        )
         self.recall_declared = Counter(
             p + "recall_declared",
             "Trimmed requests the proxy declared its context_recall tool in.",
@@ -161,6 +167,9 @@ class Metrics:
     def threshold_event(self, team: str, level: str, source: str = "context") -> None:
         """A team crossed into `level` ("warning"/"critical") of its context or its quota."""
         self.threshold_events.labels(team, str(getattr(level, "value", level)), source).inc()
+
+    def rate_limited(self, team: str, limit: str) -> None:
+        self.rate_limited_requests.labels(team, limit).inc()
 
     def set_quota(self, team: str, used: int, limit: int | None) -> None:
         """The team's binding quota; without a limit only `used` is exported."""

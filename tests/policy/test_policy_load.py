@@ -105,6 +105,19 @@ def test_section_override_keeps_other_fields() -> None:
             "p.yaml:1: thresholds.warning must not exceed thresholds.critical",
         ),
         ("keys: notalist\n", "p.yaml:1: keys must be a list"),
+        (
+            "keys:\n  - {label: ci}\n",
+            "p.yaml:2: keys: an entry given as a mapping needs its `hash`",
+        ),
+        ("keys:\n  - {hash: x, owner: me}\n", "p.yaml:2: keys: unknown key 'owner'"),
+        (
+            "rate_limits: {requests_per_minut: 60}\n",
+            "p.yaml:1: unknown key rate_limits.'requests_per_minut': did you mean",
+        ),
+        (
+            "rate_limits: {tokens_per_minute: 0}\n",
+            "p.yaml:1: rate_limits.tokens_per_minute must be a positive integer",
+        ),
         ("keys: [sk-raw-key]\n", "p.yaml:1: keys: each entry must be 'sha256:' and 64 hex digits"),
         (
             "upstream: {base_url: ftp://x}\n",

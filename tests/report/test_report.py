@@ -247,6 +247,21 @@ def test_json_output_to_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert doc["total"]["warnings"] == sum(g["warnings"] for g in doc["groups"])
 
 
+def test_rate_limited_requests_are_counted_per_team(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "u.jsonl"
+    recs = make_log(path, 300, garbage=False)
+    for n, r in enumerate(recs[:40]):
+        r.update(status=429, error="rate_limit_exceeded", team="a" if n % 4 else "b")
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    code, out, _ = run_cli([str(path), "--by", "team", "--format", "json"], capsys)
+    doc = orjson.loads(out)
+    assert code == 0 and doc["total"]["rate_limited"] == 40
+    by_team = {g["team"]: g["rate_limited"] for g in doc["groups"]}
+    assert by_team["a"] == 30 and by_team["b"] == 10
+
+
 def test_unknown_group_key_is_a_usage_error(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     report.add_report_arguments(parser)

@@ -13,15 +13,19 @@ from proxy.upstream import percent_encoded
 
 Headers = Sequence[tuple[bytes, bytes]]
 JSON: Headers = ((b"content-type", b"application/json"),)
+_RATE = b"x-ratelimit-"
 
 
 def _raw(headers: Headers, extra: Headers) -> list[tuple[bytes, bytes]]:
     """The upstream's headers (made relayable by the upstream client), then the proxy's own
-    `extra` ones it lacks (built valid: Exchange.context_headers)."""
+    `extra` ones it lacks (built valid: Exchange.context_headers). The team's own rate
+    limits (`x-ratelimit-*`, when its policy sets any) replace the upstream account's."""
     raw = list(headers)
     if not raw:
         raw += extra
     elif extra:
+        if any(k.startswith(_RATE) for k, _ in extra):
+            raw = [pair for pair in raw if not pair[0].startswith(_RATE)]
         names = {k for k, _ in raw}
         raw += [pair for pair in extra if pair[0] not in names]
     return raw
@@ -121,8 +125,9 @@ _UNAUTHORIZED = (*JSON, (b"www-authenticate", b'Bearer realm="context-proxy"'))
 
 def error(exc: ProxyError, extra: Headers = ()) -> Plain:
     own = exc.headers()
-    if own:
-        extra = (*extra, *own)
+    if own:  # the error's own headers win over the request's of the same name
+        names = {k for k, _ in own}
+        extra = (*own, *(pair for pair in extra if pair[0] not in names))
     return plain(exc.status, _UNAUTHORIZED if exc.status == 401 else JSON, exc.body(), extra)
 
 

@@ -24,9 +24,11 @@ from proxy.tokens import ContextWindows, TokenCounter
 from proxy.upstream import Upstream
 from proxy.usage import InclusionLog, Metrics, QuotaBook, ThresholdWatch, UsageLog
 from proxy.usage.quotas import micro_usd_of
+from proxy.usage.rate_limits import LocalRates
 
 if TYPE_CHECKING:  # redis (~15 MB per worker) is imported only when --state names one
     from proxy.state import SharedState
+    from proxy.state.rate_shared import SharedRates
     from proxy.telemetry import Tracing
 
 log = logging.getLogger("context_proxy")
@@ -58,6 +60,8 @@ class Services:
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
     tracing: Tracing | None = None  # with an OTLP endpoint: a span per request
     spend: QuotaBook = field(default_factory=QuotaBook)  # millionths of a dollar, per team
+    # Rate limits' buckets: the process's, or with --state the fleet's in Redis.
+    rates: LocalRates | SharedRates = field(default_factory=LocalRates)
     unknown_models: set[str] = field(default_factory=set)  # logged once: no window known
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -134,7 +138,10 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         inclusion=inclusion,
     )
     if shared is not None:
+        from proxy.state.rate_shared import SharedRates
+
         shared.counter = services.counter  # estimated models' factors, shared by the fleet
+        services.rates = SharedRates(shared.client, shared.health)
     if shared_spend is None and settings.usage_log != "-":  # this replica's, from its log
         await asyncio.to_thread(services.spend.rebuild, settings.usage_log, amount=micro_usd_of)
     if settings.otel:
@@ -164,6 +171,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await asyncio.gather(*services.tasks, return_exceptions=True)
         services.books.drain()  # every finished request's row, before the log closes
         await services.summaries.aclose()
+        await services.rates.aclose(1.0)  # settled rate limits sent before Redis closes
         if shared is not None:
             await shared.aclose()  # hands the last unsent quota tokens to Redis
         if shared_spend is not None:

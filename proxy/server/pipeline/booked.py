@@ -61,6 +61,22 @@ def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, in
     ex.fleet_held, ex.fleet_tried = (0, 0), (False, False)
 
 
+class Rated(Protocol):
+    """What an exchange took from its tokens-per-minute buckets (rate_step.py)."""
+
+    rate_taken: float
+    rate_buckets: tuple[tuple[str, int], ...]
+
+
+def settle_rates(ex: Rated, services: Services, used: int) -> None:
+    """The tokens the exchange took and did not use given back to its buckets (those it
+    used beyond, taken): a refused or unanswered request gives back all it took."""
+    if ex.rate_taken:
+        for bucket, limit in ex.rate_buckets:
+            services.rates.settle(bucket, limit, ex.rate_taken - used)
+        ex.rate_taken = 0.0
+
+
 def after_booking(ex: Booked, services: Services, record: UsageRecord, model_label: str) -> None:
     if (
         ex.count_factor != 1.0

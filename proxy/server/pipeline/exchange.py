@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from proxy.policy.model import MICRO
 from proxy.server.core.request_ids import new_request_id
 from proxy.server.core.responses import header_value
-from proxy.server.pipeline.booked import after_booking, charge_spend, let_go_holds
+from proxy.server.pipeline.booked import after_booking, charge_spend, let_go_holds, settle_rates
 from proxy.tokens import CACHE_WRITES, LONG_CACHE_WRITES, Cache, billed, policy_model
 from proxy.types import Level
 from proxy.usage import OTHER, UsageRecord, level_for, utc_iso
@@ -82,6 +82,10 @@ class Exchange:
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)
     trace: RequestTrace | None = None  # its spans, when tracing is on
+    rate_key: str | None = None  # the caller's key's bucket name, when its team limits keys
+    rate_taken: float = 0.0  # tokens taken from its tokens-per-minute buckets, until booked
+    rate_buckets: tuple[tuple[str, int], ...] = ()  # those buckets, with their limits
+    rate_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # x-ratelimit-*
     recall_rounds: int = 0  # answers the proxy continued after serving context_recall
     recalled_tokens: int = 0  # tokens of the tool's answers it served
     # Set by finish, read by book: when and how it ended, and the plan's figures.
@@ -121,6 +125,8 @@ class Exchange:
             )
         if self.quota is not None and self.quota.limit is not None:
             headers.append((b"x-context-quota-level", _LEVELS[self.quota.level]))
+        if self.rate_headers:
+            headers += self.rate_headers
         return headers
 
     def take_usage(self, usage: Any) -> None:
@@ -198,6 +204,7 @@ class Exchange:
             cost, saved = billed(prices, (prompt, completion), cache, trim)
         spent = charge_spend(services, policy, team, cost, bool(self.fleet_held[1]))
         let_go_holds(self, services, team, (total, round((cost or 0) * MICRO)))  # for the used
+        settle_rates(self, services, total)
         # Positional, in the field order (ts first): with 32 keywords the call alone cost
         # ~3 µs of every request. tests/usage/test_finish_row.py checks each field by name.
         record = UsageRecord(

@@ -28,6 +28,7 @@ from proxy.server.pipeline.quota_step import (
     hold_in_fleet,
     refuse_unmetered,
 )
+from proxy.server.pipeline.rate_step import count_request, key_name, take_tokens
 from proxy.server.pipeline.recall_step import (
     open_recall,
     plain_rounds,
@@ -51,6 +52,7 @@ async def run(request: Request, dialect: Dialect) -> Response:
         # Who is calling, and where it would go, before reading a byte of the body: a
         # refused caller's body is neither read nor recorded.
         ex.policy = policy = resolve_policy(policies, request.headers)
+        await count_request(services, ex, key_name(policy, request.headers))
         base = dialect.upstream_base(services, policy)
         flight = Flight(await read_body(request, services.settings.max_body_bytes))
         raw = flight.raw
@@ -80,6 +82,7 @@ async def run(request: Request, dialect: Dialect) -> Response:
             ex.answer_floor = use[1]
         check_quota(services, ex, use)
         await hold_in_fleet(services, ex)
+        await take_tokens(services, ex, use)
         flight.payload = await dialect.payload(services, ex, flight)
         target = traced(dialect.target(services, request.headers, policies, policy), ex)
         ex.upstream_started = time.perf_counter()

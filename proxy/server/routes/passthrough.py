@@ -33,6 +33,7 @@ from proxy.server.pipeline.plan_step import (
     tokenizer_for,
 )
 from proxy.server.pipeline.quota_step import check_quota, hold_in_fleet
+from proxy.server.pipeline.rate_step import count_request, key_name, take_tokens
 from proxy.server.pipeline.request_body import parse_model_body, read_body, too_large
 from proxy.server.routes.billed_use import billed_use
 from proxy.server.routes.passthrough_rules import BILLED, Meter, route_allowed
@@ -70,12 +71,14 @@ async def forward(request: Request) -> Response:
         if request.method == "POST" and route in BILLED:  # held like any planned request
             ex = Exchange(services.ids.next())
             ex.policy, ex.api = policy, route.rsplit("/", 1)[-1]
+            await count_request(services, ex, key_name(policy, request.headers))
             raw = await read_body(request, limit)
             ex.model, use = await billed_request(services, policy, route, raw)
             ex.figures = Figures(None, None, use[0], use[0], 0, 0, 0, 0)
             ex.answer_floor = use[1]  # charged if the upstream reports no usage
             check_quota(services, ex, use)
             await hold_in_fleet(services, ex)
+            await take_tokens(services, ex, use)
         headers = clean_headers(request.headers.raw, headers_not_forwarded(policies))
         if raw is not None:  # read whole: sent with its length, whatever the client's framing
             headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
@@ -132,7 +135,8 @@ async def forward(request: Request) -> Response:
                 ex.take_usage(meter.usage())
                 ex.finish(services, status, error)
 
-    return responses.streamed(upstream.status, upstream.headers, relay())
+    rated = ex.rate_headers if ex is not None else ()
+    return responses.streamed(upstream.status, upstream.headers, relay(), rated)
 
 
 async def billed_request(
