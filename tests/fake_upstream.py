@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,6 +140,25 @@ class FakeUpstream:
             )
         return Response(orjson.dumps(answer), media_type="application/json")
 
+    async def compact(self, request: Request) -> Response:
+        """OpenAI's compaction: the user messages of the input, then one compaction item
+        (opaque: a digest of what it replaces), and the pass's usage."""
+        rec = await self.record(request)
+        body = rec.json()
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        users = [i for i in items if isinstance(i, dict) and i.get("role") == "user"]
+        digest = hashlib.sha256(rec.body).hexdigest()[:16]
+        compaction = {"type": "compaction", "id": f"cmp_{digest}", "encrypted_content": f"enc:{digest}"}
+        prompt = len(rec.body) // 4
+        answer = {
+            "id": f"resp_cmp_{digest}", "object": "response.compaction", "created_at": 1,
+            "output": [*users, compaction],
+            "usage": {"input_tokens": prompt, "output_tokens": 40, "total_tokens": prompt + 40,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}},
+        }  # fmt: skip
+        return Response(orjson.dumps(answer), media_type="application/json")
+
     async def messages(self, request: Request) -> Response:
         """Anthropic's Messages API: its 400 for a body its rules refuse (in its error
         shape), else a Message (a tool loop in "agent" mode), plain or streamed."""
@@ -186,6 +206,7 @@ class FakeUpstream:
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/v1/responses/compact", self.compact, methods=["POST"]),
                 Route("/v1/messages", self.messages, methods=["POST"]),
                 Route(
                     "/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]

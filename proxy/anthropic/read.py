@@ -29,6 +29,7 @@ from proxy.tokens.tool_kinds import CACHE_SIGNAL, PROVIDER_OVERHEAD
 TOOL_USE_PROMPT = 346
 THINKING_PROMPT = 32
 SILENT_BLOCKS = frozenset(("thinking", "redacted_thinking"))
+COMPACTION = "compaction"  # the summary the API's compaction made (context_management)
 # An image is counted as the largest one (a URL that is never read counts so): Claude's
 # own rule (width x height / 750, about 1,600 at most) is close to that.
 IMAGE_STAND_IN = "anthropic:image"
@@ -54,7 +55,7 @@ class Converted:
 
 
 ANTHROPIC_BLOCKS = frozenset(
-    ("tool_use", "tool_result", "thinking", "redacted_thinking", "document")
+    ("tool_use", "tool_result", "thinking", "redacted_thinking", "document", COMPACTION)
 )
 
 
@@ -109,6 +110,8 @@ def to_chat(body: dict[str, Any]) -> Converted:
             add({"role": "assistant", "content": json_text(content)}, Source("message", i))
             continue
         if role == "assistant":
+            for j in _compactions(blocks):  # the conversation's summary: required, as it came
+                add(_compaction(blocks[j]), Source("message", i, [j]))
             results = _results_in(given[i + 1] if i + 1 < len(given) else None)
             for piece in _pieces(blocks):
                 made = _assistant(blocks, piece)
@@ -181,13 +184,29 @@ def _results_in(message: Any) -> dict[str, int]:
     }  # fmt: skip
 
 
+def _compactions(blocks: list[dict[str, Any]]) -> list[int]:
+    return [j for j, block in enumerate(blocks) if block.get("type") == COMPACTION]
+
+
+def _compaction(block: dict[str, Any]) -> dict[str, Any]:
+    """A `compaction` block (Anthropic's summary of everything before it, which the API
+    reads in place of that history) as a message of its own that the planner must keep:
+    untagged system text is required (never dropped or moved; written back as the very
+    block that came, write.py). Counted as its summary's text."""
+    content = block.get("content")
+    text = content if isinstance(content, str) else json_text(block)
+    return {"role": "system", "content": text}
+
+
 def _pieces(blocks: list[dict[str, Any]]) -> list[list[int]]:
     """An assistant message's blocks in runs that each end with a `tool_use` (the thinking
     and text before it go with it); blocks after the last one join the last run. Claude
     Code sends a whole tool loop as one assistant message: each step is a piece the planner
-    may keep, clear or drop with its result."""
+    may keep, clear or drop with its result. A `compaction` block is in none (its own)."""
     pieces: list[list[int]] = [[]]
     for j, block in enumerate(blocks):
+        if block.get("type") == COMPACTION:
+            continue
         pieces[-1].append(j)
         if block.get("type") == "tool_use":
             pieces.append([])

@@ -24,6 +24,7 @@ from proxy.server.core.services import Services, open_services
 from proxy.server.core.settings import Settings
 from proxy.server.dialects.chat import CHAT
 from proxy.server.dialects.messages import MESSAGES
+from proxy.server.dialects.compact import COMPACT
 from proxy.server.dialects.responses import RESPONSES
 from proxy.server.pipeline.auth import require_metrics_reader
 from proxy.server.pipeline.dialect import Dialect
@@ -150,11 +151,14 @@ def create_app(settings: Settings) -> Starlette:
             yield
 
     chat, responses_api, messages = served(CHAT), served(RESPONSES), served(MESSAGES)
+    compact = served(COMPACT)
     direct: dict[str, Endpoint] = {
         "/v1/chat/completions": chat,
         "/chat/completions": chat,
         "/v1/responses": responses_api,
         "/responses": responses_api,
+        "/v1/responses/compact": compact,
+        "/responses/compact": compact,
         "/v1/messages": messages,
         "/messages": messages,
         "/v1/messages/count_tokens": count_message_tokens,
