@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -58,7 +59,12 @@ def _before_recall_round(items: list[Any]) -> list[Any]:
 
 
 def response(
-    body: dict[str, Any], text: str, size: int, arguments: str, steps: int = 0
+    body: dict[str, Any],
+    text: str,
+    size: int,
+    arguments: str,
+    steps: int = 0,
+    read: int | None = None,
 ) -> dict[str, Any]:
     """A completed Response: a call of the first function tool when the input ends with a
     user message, else a message saying `text` (and the last tool output, if any). With
@@ -79,8 +85,13 @@ def response(
     ]
     output: list[dict[str, Any]]
     done = 0
-    if steps and last.get("type") == "function_call_output":
-        found = re.search(r"\bstep (\d+)\b", str(last.get("output")))
+    if steps and last.get("type") in ("function_call_output", "compaction"):
+        said = (
+            last.get("output")
+            if last.get("type") == "function_call_output"
+            else last.get("encrypted_content")
+        )
+        found = re.search(r"\bstep (\d+)\b", str(said))  # a summary says where the loop was
         done = int(found.group(1)) if found else steps
     if steps and tools and done < steps:
         arguments = step_arguments(tools[0], done + 1)
@@ -113,6 +124,7 @@ def response(
             }
         ]
     words = len(text.split())
+    size = size if read is None else read  # what a compacting server reads: its tokens
     # input tokens from the request's size: a figure only the fake knows, so a usage row
     # that shows it read it from the answer
     usage = {
@@ -151,6 +163,39 @@ def step_arguments(tool: dict[str, Any], step: int) -> str:
     if "cmd" in properties:
         return orjson.dumps({"cmd": f"echo step {step} && cat notes.txt"}).decode()
     return orjson.dumps({"step": step, "part": "a"}).decode()
+
+
+def since_compaction(body: dict[str, Any]) -> int:
+    """Bytes of the conversation a compacting server reads in full: the items after the
+    last compaction item (the setup and the summary are counted apart, here not at all)."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    last = max((i for i, item in enumerate(items)
+                if isinstance(item, dict) and item.get("type") == "compaction"), default=-1)  # fmt: skip
+    kept = [
+        it for it in items[last + 1 :] if isinstance(it, dict) and it.get("role") != "developer"
+    ]
+    return len(orjson.dumps(kept))
+
+
+def compaction_asked(body: dict[str, Any]) -> bool:
+    """Whether the input ends with a `compaction_trigger` item: Codex's request that the
+    server compact the conversation (its remote compaction v2)."""
+    items = body.get("input")
+    last = items[-1] if isinstance(items, list) and items else None
+    return isinstance(last, dict) and last.get("type") == "compaction_trigger"
+
+
+def compaction_item(raw: bytes) -> dict[str, Any]:
+    """The one `compaction` output item of a compaction: opaque, a digest of its input and
+    the newest step its tool outputs name (so that an agent loop goes on from there)."""
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    steps = re.findall(rb"\bstep (\d+)\b", raw)
+    where = f"; step {int(steps[-1])}" if steps else ""
+    return {
+        "type": "compaction",
+        "id": f"cmp_{digest}",
+        "encrypted_content": f"enc:{digest}{where}",
+    }
 
 
 async def events(

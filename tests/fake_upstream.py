@@ -123,12 +123,16 @@ class FakeUpstream:
                 events = fake_responses.events(answer, broken=False)
                 return StreamingResponse(events, media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
-        steps = self.agent_steps if mode in ("agent", "agent_recall") else 0
+        steps = self.agent_steps if mode in ("agent", "agent_recall", "agent_compacting") else 0
+        # A server that compacts (Codex's remote compaction): what it reads past its summary.
+        read = fake_responses.since_compaction(body) if mode == "agent_compacting" else None
         answer = fake_responses.response(
-            body, self.reply_text, len(rec.body), self.tool_arguments, steps
+            body, self.reply_text, len(rec.body), self.tool_arguments, steps, read
         )
         if mode == "no_usage":
             answer["usage"] = None
+        if fake_responses.compaction_asked(body):  # server-side compaction (Codex's v2)
+            answer["output"] = [fake_responses.compaction_item(rec.body)]
         if body.get("background") is True:  # queued: the answer is read later, usage unknown
             answer.update(status="queued", output=[], usage=None)
         if body.get("stream"):
@@ -148,7 +152,11 @@ class FakeUpstream:
         items = body.get("input") if isinstance(body.get("input"), list) else []
         users = [i for i in items if isinstance(i, dict) and i.get("role") == "user"]
         digest = hashlib.sha256(rec.body).hexdigest()[:16]
-        compaction = {"type": "compaction", "id": f"cmp_{digest}", "encrypted_content": f"enc:{digest}"}
+        compaction = {
+            "type": "compaction",
+            "id": f"cmp_{digest}",
+            "encrypted_content": f"enc:{digest}",
+        }
         prompt = len(rec.body) // 4
         answer = {
             "id": f"resp_cmp_{digest}", "object": "response.compaction", "created_at": 1,

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from tests.conftest import RunningProxy
-from tests.fake_responses import pairing_problem
+from tests.fake_responses import compaction_item, pairing_problem
 from tests.fake_upstream import FakeUpstream
 from tests.npm_clients import CODEX, client_environment, npm_binary
 from tests.server.test_proxy_e2e import usage_rows
@@ -148,3 +148,43 @@ def test_codex_runs_its_loop_through_a_model_that_asks_the_proxy_for_the_past(
     rows = usage_rows(proxy, at_least=STEPS + 1)
     assert sum(r["recall_rounds"] for r in rows) == len(continued)
     assert all(r["status"] == 200 and r["tokens_after"] <= BUDGET for r in rows)
+
+
+def test_codex_compacts_through_the_proxy_and_goes_on_from_its_compaction(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, tmp_path: Path
+) -> None:
+    """Codex with the proxy as its OpenAI provider compacts on its own (remote compaction:
+    a Responses request ending with a `compaction_trigger` item, answered with one
+    `compaction` item) against a fake that compacts; it goes on with that item at the
+    head of its history. The trigger and the item pass the proxy as they came, and the
+    loop ends as it would without compaction."""
+    (policies_dir / "default.yaml").write_text(POLICY)
+    proxy = start_proxy()
+    upstream.mode, upstream.agent_steps = "agent_compacting", STEPS
+    home, work = scratch(tmp_path)
+    command = [str(npm_binary(CODEX)), "exec", "--skip-git-repo-check",
+               "--dangerously-bypass-approvals-and-sandbox",
+               "-c", f'openai_base_url="{proxy.url}/v1"', "-c", "model_provider=openai",
+               "-c", "model_auto_compact_token_limit=5000", "-m", "gpt-4o", TASK]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=work, capture_output=True, text=True, timeout=300, check=False,
+        env=client_environment(home, CODEX_HOME=str(home / ".codex"), OPENAI_API_KEY="sk-codex"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Done after {STEPS} steps." in done.stdout
+    bodies = [(r.body, r.json()) for r in upstream.responses_requests]
+    triggers = [b for _, b in bodies if b["input"][-1].get("type") == "compaction_trigger"]
+    assert triggers, "Codex never compacted"
+    made = {orjson.dumps(compaction_item(raw)) for raw, b in bodies if b in triggers}
+    carried = [
+        (raw, b) for raw, b in bodies if any(i.get("type") == "compaction" for i in b["input"])
+    ]
+    assert carried, "Codex never went on from its compaction"
+    for raw, body in carried:  # the item as the upstream made it, byte for byte, in place
+        (item,) = [i for i in body["input"] if i.get("type") == "compaction"]
+        assert orjson.dumps(item) in made and orjson.dumps(item) in raw
+        assert body["input"][: len(setup_of(body))] == setup_of(body)
+    rows = usage_rows(proxy, at_least=len(bodies))
+    assert all(r["status"] == 200 and r["api"] == "responses" for r in rows)
+    assert all(r["tokens_after"] <= BUDGET for r in rows)
+    assert all(pairing_problem(b) is None for _, b in bodies)

@@ -140,7 +140,7 @@ def test_fields_of_the_wrong_shape_never_give_a_500(
     for field in ("tools", "tool_choice", "instructions", "max_output_tokens", "reasoning"):
         for value in odd:
             body = {"model": "gpt-4o", "input": "hi", field: value}
-            for route in ("/v1/responses", "/v1/context/plan"):
+            for route in ("/v1/responses", "/v1/responses/compact", "/v1/context/plan"):
                 response = httpx.post(proxy.url + route, json=body)
                 assert response.status_code < 500, (field, value, route, response.text)
                 if response.status_code >= 400:
