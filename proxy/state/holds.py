@@ -71,7 +71,7 @@ class FleetHolds:
         self._refresh = client.register_script(REFRESH_SCRIPT)
         self._live: dict[str, str] = {}  # member -> team: reserved here, not let go yet
         self._waiting: list[Release] = []  # releases Redis has not taken yet
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], str] = {}  # releases in flight -> team
 
     def member(self, request_id: str) -> str:
         return f"{self.replica}|{request_id}"
@@ -95,6 +95,9 @@ class FleetHolds:
         args: list[str | int] = [-1 if daily is None else daily, -1 if monthly is None else monthly]
         args += [member, amount, timestamp(now) + self.ttl_s, timestamp(now), day]
         args.append(timestamp(day_end(day)))
+        releasing = [task for task, of in self._tasks.items() if of == team]
+        if releasing:  # this replica's own answers let go first: a client's next request
+            await asyncio.wait(releasing, timeout=RESERVE_TIMEOUT_S)  # never meets their hold
         self._live[member] = team  # renewed from now on, in case Redis makes it late
         try:
             answer = await asyncio.wait_for(self._reserve(keys=keys, args=args), RESERVE_TIMEOUT_S)
@@ -116,8 +119,11 @@ class FleetHolds:
         except RuntimeError:  # no loop (an embedded caller): with the next sync
             self._waiting.append(job)
             return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = team
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     async def _send(self, jobs: list[Release]) -> None:
         for n, job in enumerate(jobs):

@@ -184,3 +184,37 @@ def test_sigterm_mid_request_books_its_row_and_lets_its_hold_go(
     (row,) = rows(tmp_path)
     assert (row["status"], row["error"], row["total_tokens"]) == (503, "server_shutdown", 0)
     assert holds(redis_server) == {}
+
+
+def test_a_replicas_next_reserve_sees_its_own_release(redis_server: RedisServer) -> None:
+    """A release goes to Redis in the background (here one slow to get there, as behind a
+    busy connection pool); the same replica's next reserve waits for it, so a client's next
+    request after an answer never meets that answer's hold (a quota of 50, each request
+    holding 60 and using 10: the second refused if the first's hold still stood)."""
+    from datetime import UTC, datetime
+
+    from redis.asyncio import Redis
+
+    from proxy.state.holds import Release
+
+    class SlowToSend(FleetHolds):
+        async def _send(self, jobs: list[Release]) -> None:
+            await asyncio.sleep(0.02)
+            await super()._send(jobs)
+
+    async def run() -> list[tuple[bool | None, bool | None]]:
+        client = Redis.from_url(redis_server.url, decode_responses=True)
+        now = datetime.now(UTC)
+        holds_ = SlowToSend(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        got = []
+        for n in range(5):  # a new team each time: 50 is each one's whole quota
+            first = await holds_.reserve(f"t{n}", f"a{n}", 60, (50, None))
+            holds_.release(f"t{n}", f"a{n}", 10)  # answered: 10 used
+            second = await holds_.reserve(f"t{n}", f"b{n}", 60, (50, None))
+            holds_.release(f"t{n}", f"b{n}", 10)
+            got.append((first, second))
+        await holds_.aclose(2)
+        await client.aclose()
+        return got
+
+    assert set(asyncio.run(run())) == {(True, True)}

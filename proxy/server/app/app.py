@@ -23,9 +23,8 @@ from proxy.server.core import responses
 from proxy.server.core.services import Services, open_services
 from proxy.server.core.settings import Settings
 from proxy.server.dialects.chat import CHAT
-from proxy.server.dialects.compact import COMPACT
 from proxy.server.dialects.messages import MESSAGES
-from proxy.server.dialects.responses import RESPONSES
+from proxy.server.dialects.responses import COMPACT, RESPONSES
 from proxy.server.pipeline.auth import require_metrics_reader
 from proxy.server.pipeline.dialect import Dialect
 from proxy.server.pipeline.pipeline import run

@@ -1,6 +1,11 @@
 """The Responses API (POST /v1/responses) as a dialect of the pipeline: its `input` items
 read into neutral chat messages for planning and written back as items; summaries of its
-conversations made as chat completions at the same upstream."""
+conversations made as chat completions at the same upstream. OpenAI's compaction
+(POST /v1/responses/compact) is a variant of it: a Responses body fitted to the window like
+any other, sent to the upstream's `/responses/compact`, answered with the compacted items
+and the pass's usage (a usage row with `api: "compact"`, held and charged like any request).
+Never streamed; the proxy's own recall tool and summaries stay out of it (a compaction pass
+answers with items, not with a turn the proxy could continue)."""
 
 from __future__ import annotations
 
@@ -131,3 +136,22 @@ def report_json(outcome: PlanOutcome, body: dict[str, Any]) -> dict[str, Any]:
     if body.get("previous_response_id") and PREVIOUS_NOTE not in report["problems"]:
         report["problems"].append(PREVIOUS_NOTE)
     return report
+
+
+class Compact(Responses):
+    api = "compact"
+    summaries = False
+
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        body = super().parse(raw)
+        if body.get("stream") is True:
+            raise InvalidRequest("A compaction is not streamed.", param="stream")
+        return body
+
+    def target(
+        self, services: Services, headers: Headers, policies: PolicySet, policy: Policy
+    ) -> SummaryTarget:
+        return upstream_target(services, headers, policies, policy, "/responses/compact")
+
+
+COMPACT = Compact()
