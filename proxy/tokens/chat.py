@@ -225,10 +225,34 @@ class ChatTokenizer:
         return out
 
     def count_request_overhead(self, body: Body) -> int:
-        plain = _EXTRAS.isdisjoint(body)
-        n = self._priming if plain else request_overhead(body, self._text.count, self._priming)
-        n = self._scale(n)
-        return n + provider_tokens(body)  # a provider's own prompt, in its tokens
+        if _EXTRAS.isdisjoint(body):
+            n = self._priming
+        else:  # tools: rendered and counted once per set (a client resends the same ones)
+            key = self._overhead_key(body)
+            cached = self._cache.get(key) if key is not None else None
+            if cached is None:
+                n = request_overhead(body, self._raw_text, self._priming)
+                if key is not None:
+                    self._cache.put(key, n)
+            else:
+                n = cached
+        return self._scale(n) + provider_tokens(body)  # a provider's own prompt, its tokens
+
+    def _overhead_key(self, body: Body) -> int | None:
+        """What request_overhead reads of `body`: the fields beside the messages and the
+        first system message's text; None when they do not serialize (counted uncached)."""
+        extras = {k: body[k] for k in _EXTRAS if k in body}
+        messages = body.get("messages")
+        first = None
+        if isinstance(messages, list):
+            first = next(
+                (m for m in messages if type(m) is dict and m.get("role") == "system"), None
+            )
+        system = (first.get("content"),) if first is not None else None  # present or not
+        try:
+            return hash(("o", self._tag, orjson.dumps(extras), orjson.dumps(system)))
+        except (TypeError, orjson.JSONEncodeError):
+            return None
 
     def count_request(self, body: Body) -> int:
         """All prompt tokens of a chat-completion body: its messages plus the overhead."""

@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_tokens import conversation, message, words  # noqa: E402
 from overhead import context_proxy, fake_upstream  # noqa: E402
+from plan_phases import timed_steps  # noqa: E402
 from procs import machine, post  # noqa: E402
 
 from proxy.planner import Kept, PlanMemo  # noqa: E402
@@ -112,6 +113,12 @@ def in_process(raw: bytes, text: str, repeats: int) -> dict[str, Any]:
         plans.append(done - planned)
     out["next_turn_plan_ms"] = {"best": ms(min(plans)), "median": ms(median(plans))}
     out["next_turn_parse_plan_encode_ms"] = {"best": ms(min(ends)), "median": ms(median(ends))}
+    out["next_turn_vs_raw"] = round(out["next_turn_plan_ms"]["median"] / out["raw_tiktoken_ms"], 3)
+    bodies = [orjson.loads(next_turn(raw, turn)) for turn in range(repeats * 3)]
+    with timed_steps() as spent:  # where a next turn's milliseconds go, step by step
+        for body in bodies:
+            plan_request(body, policy, tokenizer, window, kept=kept)
+    out["next_turn_steps_ms"] = {k: ms(v / len(bodies)) for k, v in spent.most_common()}
     # The same with relevance off (recency only): what the rest of the planner costs.
     recency = Policy(history=HistoryPolicy(relevance="off"))
     cold_recency = min(cold_plan_only(recency) for _ in range(repeats))
@@ -219,6 +226,14 @@ def print_table(report: dict[str, Any]) -> None:
         (
             "next turn, plan alone (best / median)",
             "{best:.2f} / {median:.2f} ms".format(**p["next_turn_plan_ms"]),
+        ),
+        (
+            "next turn, plan alone, median against the raw pass",
+            f"{p['next_turn_vs_raw']:.3f}x (target ≤ 0.25x)",
+        ),
+        (
+            "next turn, by step (ms; nested steps also in their caller's)",
+            ", ".join(f"{k} {v:.2f}" for k, v in p["next_turn_steps_ms"].items()),
         ),
         (
             "next turn, parse + plan + encode",

@@ -50,6 +50,28 @@ def test_overhead_with_tools_or_schema_still_counts_them(
     assert tokenizer.count_request_overhead(body) != tokenizer.count_request_overhead(PLAIN)
 
 
+TOOLS = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+
+
+def test_a_tool_sets_overhead_is_rendered_once_and_keyed_by_all_it_reads(
+    tokenizer: ChatTokenizer,
+) -> None:
+    """The same tools are rendered and counted once; what the count reads beside them (the
+    first system message, there or not, and its text; the tool choice) is in its key."""
+    bodies = [
+        {**PLAIN, **TOOLS},
+        {**PLAIN, **TOOLS, "tool_choice": "none"},
+        {**PLAIN, **TOOLS, "messages": [{"role": "system", "content": None}]},
+        {**PLAIN, **TOOLS, "messages": [{"role": "system", "content": "Be brief."}]},
+    ]
+    expected = [tokenizer._scale(request_overhead(b, tokenizer.count_text, 3)) for b in bodies]
+    assert len(set(expected[:3])) == 3  # a choice, a system message: each its own count
+    assert [tokenizer.count_request_overhead(b) for b in bodies] == expected
+    walked = AssertionError("walked")
+    with mock.patch("proxy.tokens.chat.request_overhead", side_effect=walked):
+        assert [tokenizer.count_request_overhead(b) for b in bodies] == expected
+
+
 def test_name_variants_are_made_once_per_model() -> None:
     windows = ContextWindows()
     policy = Policy()

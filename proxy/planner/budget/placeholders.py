@@ -5,9 +5,10 @@ replaces, so it is the same from one request to the next while the same parts ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from proxy.planner.parts import LONGEST_ID
+from proxy.planner.parts import LONGEST_ID, REPLY, recall_id
 
 # The largest reply a placeholder names: the most digits its count can take (a body is at
 # most a few million tokens), so that its cost is known before the reply's size is.
@@ -35,13 +36,19 @@ def longest_turns_placeholder() -> str:
 @dataclass(frozen=True, slots=True)
 class Mask:
     """A reply replaced by its placeholder (turn_choices.py): the item that carries it, the
-    tokens it costs at most there, the tokens of the reply it stands for, and the reply's
-    recall id; the reply's other items go."""
+    tokens it costs at most there, the tokens of the reply it stands for, and the message
+    the reply starts at as the client sent it (its recall id is made from it only when the
+    placeholder is written: most replies a plan prices are never masked); the reply's
+    other items go."""
 
     key: int
     tokens: int
     reply: int
-    recall: str
+    source: Any = field(compare=False, repr=False)
+
+    @property
+    def recall(self) -> str:
+        return recall_id(REPLY, self.source)
 
     @property
     def text(self) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.placeholders import Mask
 from proxy.planner.budget.state import PlanState
-from proxy.planner.parts import REPLY, Kind, Turn
+from proxy.planner.parts import Kind, Turn
 from proxy.types import Priority, Section
 
 LOW = Priority.LOW.rank
@@ -32,8 +32,8 @@ def mask_of(state: PlanState, keys: Sequence[int]) -> Mask:
     """The placeholder form of a reply made of items `keys` (the last one carries it),
     naming the tokens the reply held."""
     cost, layout = state.cost, state.layout
-    recall = layout.recall_id(REPLY, layout.msg[keys[0]])
-    return Mask(keys[-1], state.placeholder_tokens[0], sum(cost[k] for k in keys), recall)
+    source = layout.recall_source(layout.msg[keys[0]])
+    return Mask(keys[-1], state.placeholder_tokens[0], sum(cost[k] for k in keys), source)
 
 
 @dataclass(slots=True)

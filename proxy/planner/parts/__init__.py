@@ -16,7 +16,14 @@ from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.memo import Head, Kept, PlanMemo, head_key
 from proxy.planner.parts.messages import command_text, render, tool_name
 from proxy.planner.parts.recall_ids import KINDS as RECALL_KINDS
-from proxy.planner.parts.recall_ids import LONGEST_ID, MESSAGE, REPLY, STRETCH, message_digest
+from proxy.planner.parts.recall_ids import (
+    LONGEST_ID,
+    MESSAGE,
+    REPLY,
+    STRETCH,
+    message_digest,
+    recall_id,
+)
 from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, Offered, add_summaries
@@ -55,6 +62,7 @@ __all__ = [
     "measure",
     "message_digest",
     "overhead",
+    "recall_id",
     "render",
     "role_of",
     "section_policy",

@@ -160,7 +160,11 @@ class Layout:
 
     def recall_id(self, kind: str, i: int) -> str:
         """The recall id of what starts at message i (recall_ids.py), as the client sent it."""
-        return recall_id(kind, self.originals[i] if self.originals else self.stripped[i])
+        return recall_id(kind, self.recall_source(i))
+
+    def recall_source(self, i: int) -> Any:
+        """Message i as the client sent it: what its recall ids are made from."""
+        return self.originals[i] if self.originals else self.stripped[i]
 
     def in_current(self, i: int) -> bool:
         """Message i is part of the current turn."""
