@@ -28,7 +28,7 @@ from typing import TypeVar
 import orjson
 
 from proxy.tokens.images import ImageRule, image_tokens
-from proxy.tokens.request_overhead import request_overhead
+from proxy.tokens.request_overhead import overhead_inputs, request_overhead
 from proxy.tokens.text import CountCache, HFText, TiktokenText, in_thread
 from proxy.tokens.tool_kinds import provider_tokens
 from proxy.types import Alongside, Body, Message
@@ -228,7 +228,8 @@ class ChatTokenizer:
         if _EXTRAS.isdisjoint(body):
             n = self._priming
         else:  # tools: rendered and counted once per set (a client resends the same ones)
-            key = self._overhead_key(body)
+            read = overhead_inputs(body, _EXTRAS)
+            key = hash(("o", self._tag, read)) if read is not None else None
             cached = self._cache.get(key) if key is not None else None
             if cached is None:
                 n = request_overhead(body, self._raw_text, self._priming)
@@ -237,22 +238,6 @@ class ChatTokenizer:
             else:
                 n = cached
         return self._scale(n) + provider_tokens(body)  # a provider's own prompt, its tokens
-
-    def _overhead_key(self, body: Body) -> int | None:
-        """What request_overhead reads of `body`: the fields beside the messages and the
-        first system message's text; None when they do not serialize (counted uncached)."""
-        extras = {k: body[k] for k in _EXTRAS if k in body}
-        messages = body.get("messages")
-        first = None
-        if isinstance(messages, list):
-            first = next(
-                (m for m in messages if type(m) is dict and m.get("role") == "system"), None
-            )
-        system = (first.get("content"),) if first is not None else None  # present or not
-        try:
-            return hash(("o", self._tag, orjson.dumps(extras), orjson.dumps(system)))
-        except (TypeError, orjson.JSONEncodeError):
-            return None
 
     def count_request(self, body: Body) -> int:
         """All prompt tokens of a chat-completion body: its messages plus the overhead."""

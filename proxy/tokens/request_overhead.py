@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -48,6 +48,25 @@ def request_overhead(body: Body, count: Callable[[str], int], priming: int) -> i
             rendered = json_text(schema.get("schema"))
         n += 8 + count(str(schema.get("name", ""))) + count(rendered)
     return n
+
+
+def overhead_inputs(body: Body, fields: Iterable[str]) -> bytes | None:
+    """All request_overhead reads of `body`, serialized: its `fields` (those beside the
+    messages) and the first system message, there or not, with its text. A key for its
+    count (a client resends the same tools with every request); None when they do not
+    serialize (counted each time)."""
+    extras = {k: body[k] for k in fields if k in body}
+    messages = body.get("messages")
+    first = None
+    if isinstance(messages, list):
+        first = next(
+            (m for m in messages if isinstance(m, dict) and m.get("role") == "system"), None
+        )
+    system = (first.get("content"),) if first is not None else None
+    try:
+        return orjson.dumps((extras, system))
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 def _dicts(value: object) -> list[dict[str, Any]]:

@@ -29,13 +29,13 @@ SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Say hello.
 
 
 def usage_rows(proxy: RunningProxy, at_least: int = 1) -> list[dict[str, Any]]:
-    """The usage log's rows, waiting briefly: rows are written off the request path."""
+    """The usage log's rows, waiting briefly: rows are written off the request path (a
+    row the writer is still appending, read before its line ends, is read next time)."""
     path = proxy.usage_path
     deadline = time.monotonic() + 5
     while True:
-        rows = (
-            [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
-        )
+        data = path.read_bytes() if path.exists() else b""
+        rows = [orjson.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
         if len(rows) >= at_least or time.monotonic() > deadline:
             return rows
         time.sleep(0.01)
