@@ -94,7 +94,17 @@ def main() -> None:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    print(orjson.dumps({k: v for k, v in report.items() if k != "machine"}).decode())
+    print("| conversations | worker RSS MB |\n|---|---|")
+    for sample in samples:
+        print(f"| {sample['conversations']:,} | {sample['rss_mb']} |")
+    met = "yes" if report["growth_after_2000_mb"] < 10 and not failures else "**no**"
+    print(
+        f"\n| check | measured | met |\n|---|---|---|\n"
+        f"| RSS growth after 2,000 conversations < 10 MB | "
+        f"{report['growth_after_2000_mb']:+.1f} MB ({warm} -> {samples[-1]['rss_mb']}) | {met} |\n"
+        f"| every request answered and trimmed | {failures} failures | "
+        f"{'yes' if not failures else '**no**'} |"
+    )
 
 
 if __name__ == "__main__":

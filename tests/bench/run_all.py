@@ -68,6 +68,10 @@ BENCHES = (
         "trim", "bench_trim.py", ("--repeats", "5"), ("--repeats", "1"),
         "A 128k-token conversation over budget: planning time against a raw tokenizer pass",
     ),
+    Bench(
+        "distinct", "bench_distinct_rss.py", ("--conversations", "10000"),
+        ("--conversations", "500"), "Memory under a stream of distinct conversations",
+    ),
     Bench("scan", "bench_scan.py", (), ("--repeats", "1"), None),
     Bench(
         "soak", "soak.py", ("--duration", "300"), ("--duration", "20"),
