@@ -147,16 +147,17 @@ def _fit(run: Run, counted: Counted, cache: bool) -> PlanOutcome:
     elif before + (note_cost(tokenizer, budget, stripped) if note else 0) <= budget:
         out = stripped
     else:
-        if run.reserve:  # trimmed: to the budget less what the caller will add, if it fits
+        reserve = run.reserve() if callable(run.reserve) else run.reserve
+        if reserve:  # trimmed: to the budget less what the caller will add, if it fits
             # beside what is never cut (an agent's protected exchanges may give way to it)
             required = sum(
                 c
                 for k, (c, p) in enumerate(zip(layout.cost, layout.priority, strict=True))
                 if p is Priority.REQUIRED and not layout.group(layout.msg[k])
             )
-            if counted.fixed + required + run.reserve <= budget:
-                budget -= run.reserve
-                run = replace(run, budget=budget, held=run.reserve)
+            if counted.fixed + required + reserve <= budget:
+                budget -= reserve
+                run = replace(run, budget=budget, held=reserve)
             run = replace(run, reserve=0)
         if cache and policy.cache.enabled and run.window is not None:
             plan_at = partial(_plan_at, replace(run, setup=layout.setup_end))

@@ -9,7 +9,7 @@ reserve); `Counted` is the request once read into items and counted.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from proxy.planner.parts.items import Layout
@@ -38,8 +38,9 @@ class Run:
     # The worker's plans of conversations as of their step boundaries (memo.py).
     memo: PlanMemo | None = None
     # Tokens the caller adds to a request it trims (the recall tool's declaration): a plan
-    # over the budget fits in that much less; `held` says how much was so held back.
-    reserve: int = 0
+    # over the budget fits in that much less; `held` says how much was so held back. A
+    # callable is asked only then (most requests fit: what it counts is not needed).
+    reserve: int | Callable[[], int] = 0
     held: int = 0
 
     @property

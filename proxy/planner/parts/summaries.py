@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from proxy.planner.parts.items import Kind, Layout, Tag
@@ -30,7 +30,7 @@ class Offered:
     declaration): a trimmed request fits in that much less than its budget."""
 
     summaries: Sequence[ExtraSummary] = ()
-    reserve: int = 0
+    reserve: int | Callable[[], int] = 0  # a callable: asked only if the plan trims
 
 
 def add_summaries(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -70,7 +71,10 @@ async def run(request: Request, dialect: Dialect) -> Response:
         flight.neutral = neutral = await dialect.to_neutral(services, policy.team, flight)
         if dialect.summaries:  # summaries made earlier: looked up, never waited for
             flight.cached = await services.summaries.lookup(policy, neutral.body)
-        reserve = recall_reserve(services, policy, dialect.api, body, neutral.body, tokenizer)
+        # Counted only if the plan trims: a request within its budget never gets the tool.
+        reserve = partial(
+            recall_reserve, services, policy, dialect.api, body, neutral.body, tokenizer
+        )
         ex.outcome = flight.outcome = await plan(
             services, policy, neutral.body, tokenizer, len(raw), flight.cached, ex.request_id,
             tags=tag_marks(raw), reserve=reserve,

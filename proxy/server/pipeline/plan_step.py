@@ -110,7 +110,7 @@ async def plan(
     fail_open: bool = True,
     tags: int = 0,
     inclusion: bool | None = None,
-    reserve: int = 0,
+    reserve: int | Callable[[], int] = 0,
 ) -> PlanOutcome:
     """`plan_request`, in a worker thread for a big body (see plan_in_thread). A failure
     that is not the request's fault (a bug) forwards the request as it came when
@@ -118,7 +118,8 @@ async def plan(
     than the proxy's. With --inclusion-log, a request that names ids gets its log line;
     `inclusion` says whether this route records one (default: routes that forward, i.e.
     `fail_open`; the plan endpoint forwards nothing, so nothing went in). `reserve`: the
-    tokens the recall tool's declaration adds to a request that is trimmed."""
+    tokens the recall tool's declaration adds to a request that is trimmed (a callable:
+    counted only for a request that is)."""
     window = services.windows.lookup(body["model"], policy)
     if window is None:
         note_unknown_model(services, body["model"], policy.team)

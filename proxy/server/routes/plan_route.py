@@ -3,6 +3,7 @@ the plan (the rewritten request and its report) instead of forwarded."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -76,7 +77,7 @@ async def context_plan(request: Request) -> Response:
         tags = tag_marks(raw)
         api = "messages" if isinstance(conv, anthropic.Converted) else "chat"
         api = "responses" if isinstance(conv, Converted) else api
-        reserve = recall_reserve(services, policy, api, body, chat, tokenizer)
+        reserve = partial(recall_reserve, services, policy, api, body, chat, tokenizer)
         ex.outcome = outcome = await plan(
             services, policy, chat, tokenizer, len(raw), cached, ex.request_id,
             fail_open=False, tags=tags, reserve=reserve,
