@@ -80,11 +80,12 @@ def plan_request(
     proxy-made summaries, and the tokens the caller adds to a request that must be trimmed
     (the recall tool): it is trimmed to that much less than its budget."""
     terms = kept.terms if kept is not None else None
-    run = start_run(body, policy, tokenizer, context_window, terms, offered.summaries)
-    if offered.reserve:
-        run = replace(run, reserve=offered.reserve)
     plans = kept.plans if kept is not None else None
-    return _plan(replace(run, memo=plans) if plans is not None else run, True)
+    run = start_run(
+        body, policy, tokenizer, context_window, terms, offered.summaries,
+        memo=plans, reserve=offered.reserve,
+    )  # fmt: skip
+    return _plan(run, True)
 
 
 def _plan(run: Run, cache: bool) -> PlanOutcome:

@@ -64,14 +64,20 @@ def start_run(
     window: int | None,
     terms: TermIndex | None,
     summaries: Sequence[ExtraSummary],
+    *,
+    memo: PlanMemo | None = None,
+    reserve: int | Callable[[], int] = 0,
 ) -> Run:
     """The run of `body` under `policy`: its budget, and a term index when relevance is on
-    and the caller keeps none."""
+    and the caller keeps none. (Made whole here: a `replace` per request costs more than
+    planning a small request does.)"""
     if policy.history.relevance == "bm25" and terms is None:
         terms = TermIndex()
-    ratio, reserve = policy.budget.ratio, policy.budget.reserve_output
-    budget = compute_budget(window, ratio, reserve, max_output(body))
-    return Run(body, policy, tokenizer, window, budget, terms, summaries)
+    ratio, for_answer = policy.budget.ratio, policy.budget.reserve_output
+    budget = compute_budget(window, ratio, for_answer, max_output(body))
+    return Run(
+        body, policy, tokenizer, window, budget, terms, summaries, memo=memo, reserve=reserve
+    )
 
 
 def max_output(body: Body) -> int | None:
