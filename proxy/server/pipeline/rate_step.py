@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from proxy.errors import RateLimited
 from proxy.policy import Policy
-from proxy.policy.model import hash_key
+from proxy.policy.model import RateLimitPolicy, hash_key
 from proxy.server.core.services import Services
 from proxy.server.pipeline.auth import bearer_token
 from proxy.server.pipeline.exchange import Exchange
 from proxy.usage.rate_limits import Draw, Level, Refused, reset_text
 
 KEY_DIGITS = 16  # of a key's hash: the name of its buckets (never the key)
+_NO_LIMITS = RateLimitPolicy()
 
 
 def key_name(policy: Policy, headers: Mapping[str, str]) -> str | None:
@@ -36,6 +37,8 @@ def key_name(policy: Policy, headers: Mapping[str, str]) -> str | None:
 
 def _limits(policy: Policy, key: str | None, kind: str) -> list[tuple[str, int]]:
     limits, team = policy.rate_limits, policy.team
+    if limits == _NO_LIMITS:  # most teams: nothing to name or look up on every request
+        return []
     found = [
         (f"t:{team}:{kind}", getattr(limits, f"{kind}_per_minute")),
         (f"k:{team}:{key}:{kind}", getattr(limits, f"key_{kind}_per_minute") if key else None),
