@@ -79,13 +79,7 @@ def plan_request(
     of conversations as of their step boundaries); without it nothing is kept. `offered`:
     proxy-made summaries, and the tokens the caller adds to a request that must be trimmed
     (the recall tool): it is trimmed to that much less than its budget."""
-    terms = kept.terms if kept is not None else None
-    plans = kept.plans if kept is not None else None
-    run = start_run(
-        body, policy, tokenizer, context_window, terms, offered.summaries,
-        memo=plans, reserve=offered.reserve,
-    )  # fmt: skip
-    return _plan(run, True)
+    return _plan(start_run(body, policy, tokenizer, context_window, kept, offered), True)
 
 
 def _plan(run: Run, cache: bool) -> PlanOutcome:
@@ -227,7 +221,8 @@ def _plan_at(
 ) -> PlanOutcome:
     """Cache mode's plans of what it cut (`body`, under `policy` and `window`): the
     ordinary planner, same tokenizer and words and setup, no cache mode (cache/plan_at.py)."""
-    cut = start_run(body, policy, run.tokenizer, window, run.terms, summaries)
+    words = Kept(run.terms) if run.terms is not None else None  # its words, no plans
+    cut = start_run(body, policy, run.tokenizer, window, words, Offered(summaries))
     return _plan(replace(cut, setup=run.setup, recall=recall), False)
 
 

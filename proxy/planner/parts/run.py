@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from proxy.planner.parts.items import Layout
-from proxy.planner.parts.memo import PlanMemo
-from proxy.planner.parts.summaries import ExtraSummary
+from proxy.planner.parts.memo import Kept, PlanMemo
+from proxy.planner.parts.summaries import ExtraSummary, Offered
 from proxy.policy import Policy
 from proxy.relevance import TermIndex
 from proxy.types import Body, Tokenizer
@@ -62,22 +62,23 @@ def start_run(
     policy: Policy,
     tokenizer: Tokenizer,
     window: int | None,
-    terms: TermIndex | None,
-    summaries: Sequence[ExtraSummary],
-    *,
-    memo: PlanMemo | None = None,
-    reserve: int | Callable[[], int] = 0,
+    kept: Kept | None,
+    offered: Offered,
 ) -> Run:
-    """The run of `body` under `policy`: its budget, and a term index when relevance is on
-    and the caller keeps none. (Made whole here: a `replace` per request costs more than
-    planning a small request does.)"""
+    """The run of `body` under `policy`: its budget, what the caller keeps between requests
+    and offers beside the body, and a term index when relevance is on and the caller keeps
+    none. (Made whole here: a `replace` per request costs more than planning a small
+    request does.)"""
+    terms = kept.terms if kept is not None else None
     if policy.history.relevance == "bm25" and terms is None:
         terms = TermIndex()
     ratio, for_answer = policy.budget.ratio, policy.budget.reserve_output
     budget = compute_budget(window, ratio, for_answer, max_output(body))
+    memo = kept.plans if kept is not None else None
     return Run(
-        body, policy, tokenizer, window, budget, terms, summaries, memo=memo, reserve=reserve
-    )
+        body, policy, tokenizer, window, budget, terms, offered.summaries,
+        memo=memo, reserve=offered.reserve,
+    )  # fmt: skip
 
 
 def max_output(body: Body) -> int | None:
