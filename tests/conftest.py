@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -14,6 +15,10 @@ import pytest
 import uvicorn
 
 from proxy.server.core.settings import Settings
+
+# litellm (imported by the tests of its hook) fetches its model map from GitHub when it is
+# imported, unless told to read the copy it ships: tests never touch the internet.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from tests.fake_upstream import FakeUpstream
 
 
