@@ -1,7 +1,7 @@
 """Benchmark step 8: the proxy's app and the relay's, driven as ASGI apps in one process.
 
 Run: /work/venv/bin/python tests/bench/asgi_micro.py [--requests 2000] [--stream]
-     [--profile N]  (cProfile's N heaviest functions of the proxy, by own time)
+     [--profile N]  (cProfile: the N heaviest functions of the proxy, cumulative)
 
 Without uvicorn, sockets to the client, or other servers' load in between: the same small
 request goes to create_app(settings) (the proxy, as `serve` builds it, usage log and
@@ -127,7 +127,7 @@ def main() -> None:
     )
     if profile:
         print("(times below are under cProfile, which inflates small calls)")
-        pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats("/proxy/", args.profile)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Run: python tests/bench/bench_distinct_rss.py [--conversations 10000] [--clients
 
 One proxy worker (as `serve` runs it) in front of the fast fake upstream, gpt-4o given an
 8,192-token window in the team's policy, so that every conversation (60 messages, about
-11k tokens, its words drawn at random: nothing shared with another but the vocabulary) is
+15k tokens, its words drawn at random: nothing shared with another but the vocabulary) is
 trimmed and ranked; every tenth also sends its next turn (what the worker keeps between
 requests is used). The worker's RSS is read from /proc every 1,000 conversations: what
 it keeps (token counts, the term index, plans) must level off at its bounds, not grow with
@@ -80,7 +80,7 @@ def main() -> None:
                     failures += sum(pool.map(one, seeds))
                     rss = round(rss_mb(int(worker)), 1)
                     samples.append({"conversations": seeds[-1] + 1, "rss_mb": rss})
-                    print(f"{seeds[-1] + 1:>6} conversations: RSS {rss} MB", flush=True)
+                    print(f"{seeds[-1] + 1:>6} conversations: RSS {rss} MB", file=sys.stderr)
         finally:
             proxy.stop()
             up.stop()

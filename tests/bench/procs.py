@@ -109,6 +109,7 @@ class Server:
     health: str
     env: dict[str, str] = field(default_factory=dict)
     log: Path | None = None
+    cwd: Path | None = None  # None: this process's working directory
     proc: subprocess.Popen[bytes] | None = None
     startup_s: float = 0.0
     _log_file: IO[bytes] | None = None
@@ -123,6 +124,7 @@ class Server:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=self.cwd,
         )
         while time.perf_counter() - began < timeout_s:
             if self.proc.poll() is not None:

@@ -105,7 +105,10 @@ def main() -> None:
         reference = relay(tmp, up.port)
         if args.baseline is not None:  # the same proxy command, run from the other checkout
             reference = context_proxy(tmp, up.port, 1)
+            # `python -m` puts its working directory first on the path: run from there, or
+            # the checkout in the working directory is the one that runs.
             reference.env = {"PYTHONPATH": str(args.baseline.resolve())}
+            reference.cwd = args.baseline.resolve()
             reference.name = "baseline"
         servers = {"relay": reference, "proxy": context_proxy(tmp, up.port, 1)}
         try:
