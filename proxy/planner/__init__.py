@@ -8,6 +8,7 @@ for the provider's prompt cache); `request.plan_request` takes a request through
 
 from proxy.planner.history import quote
 from proxy.planner.parts import (
+    DIGEST_CHARS,
     RECALL_KINDS,
     Kept,
     PlanMemo,
@@ -21,6 +22,7 @@ from proxy.planner.report import ItemReport, PlanOutcome, PlanReport, Refused, u
 from proxy.planner.request import ExtraSummary, Offered, plan_request
 
 __all__ = [
+    "DIGEST_CHARS",
     "RECALL_KINDS",
     "ExtraSummary",
     "ItemReport",

@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.planner import RECALL_KINDS, message_digest, quote, tool_name
-from proxy.relevance import score_history
-
-DIGEST_CHARS = 6  # what planner/parts/recall_ids.py makes
+from proxy.planner import DIGEST_CHARS, RECALL_KINDS, message_digest, quote, tool_name
+from proxy.relevance import TermIndex, score_history
 
 _OPERATOR = ("system", "developer")
 _RESULTS = ("tool", "function")
@@ -82,11 +80,12 @@ class Recallable:
         omitted = set(self.omitted())
         history = list(range(self._end))
         texts = [text_of(self._original[i]) for i in history]
-        plain = score_history(query, texts, spread=(), speaker=0.0, feedback=0.0)
+        words = TermIndex()  # the history's words, read once for both scorings
+        plain = score_history(query, texts, spread=(), speaker=0.0, feedback=0.0, index=words)
         if not any(score > 0.0 for score in plain):
             return []  # no word of the query anywhere: the context alone matches nothing
         context = "\n".join(texts[-_CONTEXT:])
-        scores = score_history(query, texts, context=context)
+        scores = score_history(query, texts, context=context, index=words)
         ranked = sorted(
             ((i, s) for i, s in zip(history, scores, strict=True) if i in omitted and s > 0.0),
             key=lambda p: (-p[1], -p[0]),

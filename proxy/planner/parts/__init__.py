@@ -15,8 +15,8 @@ from proxy.planner.parts.groups import role_of, shape
 from proxy.planner.parts.items import Kind, Layout
 from proxy.planner.parts.memo import Head, Kept, PlanMemo, head_key
 from proxy.planner.parts.messages import command_text, render, tool_name
-from proxy.planner.parts.recall_ids import KINDS as RECALL_KINDS
 from proxy.planner.parts.recall_ids import (
+    DIGEST_CHARS,
     LONGEST_ID,
     MESSAGE,
     REPLY,
@@ -24,6 +24,7 @@ from proxy.planner.parts.recall_ids import (
     message_digest,
     recall_id,
 )
+from proxy.planner.parts.recall_ids import KINDS as RECALL_KINDS
 from proxy.planner.parts.run import Counted, Run, max_output, start_run
 from proxy.planner.parts.sections import build_layout
 from proxy.planner.parts.summaries import SUMMARY_PREFIX, ExtraSummary, Offered, add_summaries
@@ -31,6 +32,7 @@ from proxy.planner.parts.tag_fields import section_policy
 from proxy.planner.parts.turns import Turn, history_turns
 
 __all__ = [
+    "DIGEST_CHARS",
     "LONGEST_ID",
     "LONGEST_MARKER",
     "MESSAGE",

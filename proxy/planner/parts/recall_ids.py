@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 STRETCH, REPLY, MESSAGE = "t", "r", "m"
+DIGEST_CHARS = 6  # hex digits of an id's digest
 KINDS = (STRETCH, REPLY, MESSAGE)
 # What a marker's id costs at most: the digits that tokenize worst (one token each).
 LONGEST_ID = "m9a8b7c"
@@ -34,7 +35,7 @@ def message_digest(message: Any) -> str:
     tags are not part of it: the same message tagged or not is the same content). Short,
     since every marker carries one (about 6 tokens with its word); within one request two
     omitted messages share one about once in 30,000 pairs, and then an id names both."""
-    return hashlib.blake2b(_canonical(message), digest_size=3).hexdigest()
+    return hashlib.blake2b(_canonical(message), digest_size=DIGEST_CHARS // 2).hexdigest()
 
 
 def _canonical(message: Any) -> bytes:

@@ -88,7 +88,7 @@ async def forward(request: Request) -> Response:
         auth = upstream_authorization(policies, policy, request.headers, services.environ)
         if auth:
             headers.append(("authorization", auth))
-        url = confined_url(policy.upstream.base_url or services.settings.upstream, request)
+        url = confined_url(services.settings.openai_base(policy), request)
         # A streamed body cannot be sent twice; requests without one get the policy's retries.
         bodyless = request.method in BODYLESS
         timeouts = Timeouts(
@@ -146,7 +146,7 @@ async def billed_request(
     it may bill (billed_use.py); a big body parsed and counted in the heavy slot."""
     body = await parsed_body(services, policy.team, raw, parse_model_body, TOKEN_ARRAY_BYTES)
     model: str = body["model"]
-    base = policy.upstream.base_url or services.settings.upstream
+    base = services.settings.openai_base(policy)
     tokenizer = await tokenizer_for(services, model, policy, base)
     if len(raw) > PLAN_INLINE_MAX_BYTES:
         use = await off_loop(services, policy.team, billed_use, route, body, tokenizer.count_text)
