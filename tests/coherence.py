@@ -20,7 +20,8 @@ one pass pairs them) in one of its forms: whole, cut (its head kept), masked (a
   the request has no history turn);
 - recency inverted: one of the newest three turns gone (its question, or its reply) while
   an older turn is forwarded whole, where those three fit in half the room the required
-  parts leave (the budget less the setup and the current turn: the contract's measure);
+  parts leave (the budget less the required parts: the setup, the current turn and the
+  declared tools, the contract's measure);
 - newest reply omitted: one of the newest three turns with its final answer masked or
   gone (or the turn gone) while an older turn is forwarded whole, where those three fit in
   half that room.
@@ -42,6 +43,7 @@ NEWEST = 3
 _OPERATOR = ("system", "developer")
 
 WHOLE, CUT, MASKED, GONE = "whole", "cut", "masked", "gone"
+_OMITTED = re.compile(r"\[context-proxy: ([\d,]+) earlier turns? omitted")
 
 
 @dataclass
@@ -147,10 +149,31 @@ def _unmerged(m: Msg) -> Msg:
     return {**m, "content": own[0]}
 
 
+def _after_marker(out: Sequence[Msg]) -> list[int]:
+    """Per forwarded message: how many turns a marker right before it (the message before,
+    or a part merged ahead of its own text) says are left out there (0: no marker)."""
+    said: list[int] = []
+    before = 0
+    for m in out:
+        content = m.get("content")
+        texts = [content] if isinstance(content, str) else []
+        if isinstance(content, list):
+            texts = [str(p.get("text")) for p in content if isinstance(p, dict)]
+        counts = [_OMITTED.search(t) for t in texts]
+        merged = len(texts) > 1 and counts[0] is not None and counts[-1] is None
+        said.append(before or (int(counts[0].group(1).replace(",", "")) if merged else 0))
+        whole = bool(counts) and all(c is not None for c in counts)
+        before = sum(int(c.group(1).replace(",", "")) for c in counts if c) if whole else 0
+    return said
+
+
 def forms(messages: Sequence[Msg], out: Sequence[Msg]) -> list[str]:
     """Each original message's form in `out` (whole, cut, masked, gone). Messages sent as
     the very objects that came are paired first; the others are looked for between them,
-    a message sent as it came before one that only opens alike."""
+    a message sent as it came before one that only opens alike. Of originals with the same
+    text, one right after a marker of omitted turns is read as the one past as many turns
+    as the marker says it stands for."""
+    after_marker = _after_marker(out)
     out = [_unmerged(m) for m in out]
     found = [GONE] * len(messages)
     index = {id(m): k for k, m in enumerate(messages)}
@@ -171,7 +194,11 @@ def forms(messages: Sequence[Msg], out: Sequence[Msg]) -> list[str]:
             continue
         hi = next((a for a in anchors[n + 1 :] if a is not None), len(messages))
         key = _key(sent)
-        k = next((k for k in range(lo, hi) if _key(messages[k]) == key), None)
+        same = [k for k in range(lo, hi) if _key(messages[k]) == key]
+        if after_marker[n] and len(same) > 1:  # the one the marker's count of turns reaches
+            asked = [sum(is_question(m) for m in messages[lo:k]) for k in same]
+            same = [k for k, a in zip(same, asked, strict=True) if a == after_marker[n]] or same
+        k = (same or [None])[0]
         if k is not None:
             found[k], lo = WHOLE, k + 1
             continue
@@ -295,15 +322,13 @@ def coherence(
     if newest:
         size = sum(cost(messages[i]) for t in newest for i in (*turns[t].question, *turns[t].rest))
         older_whole = any(whole[t] for t in asked if t < newest[0])
-        # The room the required parts leave: the budget less the setup and the current turn.
+        # The room the required parts leave: `budget` (the caller takes the declared tools
+        # and the framing off it) less the setup and the current turn.
         required = sum(cost(m) for m in (*messages[:setup], *messages[current:]))
         if 2 * size <= budget - required and older_whole:
             inverted = any(not kept[t] for t in newest)
             omitted = any(not readable[t] for t in newest)
     return Coherence(split, previous, inverted, omitted)
-
-
-_OMITTED = re.compile(r"\[context-proxy: (\d+) earlier turns? omitted\]")
 
 
 def markers(out: Sequence[Msg]) -> int:

@@ -196,7 +196,10 @@ def run_stream(
         used = tok.count_request({**body, "messages": out})
         tally.fits += used <= budget
         tally.setup += setup_kept(messages, out)
-        seen = coherence(messages, out, setup_length(messages), budget, tok.count_message)
+        # The room the required parts leave is the budget less them all: the declared
+        # tools (and the request's framing) as much as the setup and the current turn.
+        framing = tok.count_request({**body, "messages": []})
+        seen = coherence(messages, out, setup_length(messages), budget - framing, tok.count_message)
         tally.answered += 1
         tally.split += seen.split
         tally.with_previous += seen.previous is not None
