@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -153,7 +153,13 @@ def chat_answer(body: dict[str, Any], mode: str) -> dict[str, Any]:
             "usage": dict(USAGE)}  # fmt: skip
 
 
-async def chat_chunks(body: dict[str, Any], answer: dict[str, Any]) -> AsyncIterator[bytes]:
+async def chat_chunks(
+    body: dict[str, Any],
+    answer: dict[str, Any],
+    text_read: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[bytes]:
+    """The answer as a stream; with `text_read`, its calls wait for it (the client's word
+    that it has read the text before them)."""
     base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     usage = (body.get("stream_options") or {}).get("include_usage") is True
 
@@ -168,6 +174,8 @@ async def chat_chunks(body: dict[str, Any], answer: dict[str, Any]) -> AsyncIter
     yield chunk({"role": "assistant", "content": ""})
     for i, word in enumerate(str(message.get("content") or "").split(" ")):
         yield chunk({"content": (" " if i else "") + word})
+    if text_read is not None and message.get("tool_calls"):
+        await text_read()
     for index, call in enumerate(message.get("tool_calls") or ()):
         head = {"index": index, "id": call["id"], "type": "function",
                 "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip

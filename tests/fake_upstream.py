@@ -16,6 +16,8 @@ from starlette.routing import Route
 
 from tests import fake_agent_model, fake_messages, fake_recall, fake_responses
 
+TEXT_READ_WAIT_S = 10.0
+
 
 @dataclass
 class Recorded:
@@ -54,6 +56,12 @@ class FakeUpstream:
     summary_active: int = 0
     summary_peak: int = 0  # most summary calls held at once
     prompt_cache: fake_messages.PromptCache = field(default_factory=fake_messages.PromptCache)
+    # Set by a test once its client has read a recall stream's text: the stream's calls
+    # wait for it, at most TEXT_READ_WAIT_S (fake_recall.chat_chunks); None: they do not.
+    # `text_read_in_time`: whether it was set before that (a proxy that held the text back
+    # until the call was whole would leave it unset).
+    text_read: threading.Event | None = None
+    text_read_in_time: bool | None = None
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -67,6 +75,12 @@ class FakeUpstream:
         self.summary_active = self.summary_peak = 0
         self.summary_gate.set()
         self.prompt_cache = fake_messages.PromptCache()
+        self.text_read, self.text_read_in_time = None, None
+
+    async def _wait_text_read(self) -> None:
+        event = self.text_read
+        if event is not None:
+            self.text_read_in_time = await asyncio.to_thread(event.wait, TEXT_READ_WAIT_S)
 
     def is_summary(self, rec: Recorded) -> bool:
         return self.summary_marker.encode() in rec.body
@@ -338,7 +352,8 @@ class FakeUpstream:
         if fake_recall.recalls(body, "chat", mode):
             answer = fake_recall.chat_answer(body, mode)
             if body.get("stream"):
-                chunks = fake_recall.chat_chunks(body, answer)
+                gate = self._wait_text_read if self.text_read is not None else None
+                chunks = fake_recall.chat_chunks(body, answer, gate)
                 return StreamingResponse(chunks, media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
         if mode in ("agent", "agent_recall"):  # a scripted tool loop (fake_agent_model.py)

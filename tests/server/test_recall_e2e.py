@@ -5,7 +5,7 @@ the client gets one answer, through the official SDKs, plain and streamed, never
 
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.fake_messages import problem
-from tests.fake_recall import BEFORE_CALL, FIRST_TOKEN_DELAY_S
+from tests.fake_recall import BEFORE_CALL
 from tests.fake_upstream import FakeUpstream
 from tests.server.test_proxy_e2e import usage_rows
 
@@ -84,10 +84,11 @@ def test_a_chat_stream_passes_text_at_once_and_never_shows_the_tool(
 ) -> None:
     _policy(policies_dir)
     upstream.mode = "recall"
+    # The fake sends the call only once the client has read the text before it: a proxy
+    # that held the text back until the call was whole would leave this unset.
+    upstream.text_read = read = threading.Event()
     proxy = start_proxy()
     sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
-    started = time.perf_counter()
-    first_token = None
     texts: list[str] = []
     ids, roles, finishes = set(), 0, []
     usage = None
@@ -103,16 +104,17 @@ def test_a_chat_stream_passes_text_at_once_and_never_shows_the_tool(
                 assert not choice.delta.tool_calls, "the client saw the recall call"
                 roles += choice.delta.role is not None
                 if choice.delta.content:
-                    first_token = first_token or time.perf_counter() - started
                     texts.append(choice.delta.content)
+                    if "".join(texts).startswith(BEFORE_CALL):
+                        read.set()
                 if choice.finish_reason:
                     finishes.append(choice.finish_reason)
     text = "".join(texts)
     assert text.startswith(BEFORE_CALL) and "7-4-1-9" in text
     assert len(ids) == 1 and roles == 1 and finishes == ["stop"]
     assert usage is not None and usage.prompt_tokens == 200 and usage.completion_tokens == 20
-    # The first words came before the call's long arguments, and before the continuation.
-    assert first_token is not None and first_token < FIRST_TOKEN_DELAY_S + 0.15
+    # The words before the call reached the client before the upstream sent the call.
+    assert upstream.text_read_in_time, "the text waited for the recall call"
     assert usage_rows(proxy)[-1]["recall_rounds"] == 1
 
 
