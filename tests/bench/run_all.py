@@ -50,6 +50,7 @@ class Bench:
 
 BENCHES = (
     Bench("quality", "bench_quality.py", (), ("--limit", "2"), None),
+    Bench("coherence_e2e", "bench_coherence_e2e.py", (), ("--limit", "2"), None),
     Bench("hostile", "bench_hostile.py", (), (), None),
     Bench(
         "otel", "bench_otel.py", ("--before", BEFORE_TRACING, "--rounds", "10"),
