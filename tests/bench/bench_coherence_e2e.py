@@ -33,16 +33,15 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from bench_quality import BUDGETS, MODEL  # noqa: E402
+from bench_quality import BUDGETS, MODEL, Coherent, judged  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import kept_evidence  # noqa: E402
-from quality_sets import SETS, setup_length  # noqa: E402
+from quality_sets import SETS  # noqa: E402
 
 from proxy.policy.model import Policy  # noqa: E402
 from proxy.server.app.app import create_app  # noqa: E402
 from proxy.server.core.settings import Settings  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
-from tests.coherence import coherence  # noqa: E402
 from tests.conftest import serve  # noqa: E402
 from tests.fake_upstream import FakeUpstream  # noqa: E402
 
@@ -53,16 +52,11 @@ MARKS = "<!-- coherence_e2e: begin -->", "<!-- coherence_e2e: end -->"
 
 
 @dataclass
-class Tally:
+class Tally(Coherent):
     requests: int = 0
     trimmed: int = 0
     answered: int = 0  # status 200
     fits: int = 0
-    split: int = 0
-    with_previous: int = 0
-    previous: int = 0
-    inverted: int = 0
-    omitted: int = 0
     evidence: int = 0
     kept: int = 0
 
@@ -116,15 +110,8 @@ def replay(name: str, budget: int, limit: int, tok: Any, workdir: Path) -> Tally
                     tally.trimmed += 1
                     after = int(reply.headers.get("x-context-tokens-after", "0"))
                     tally.fits += after <= budget
-                    framing = tok.count_request({**sent, "messages": []})
-                    seen = coherence(
-                        messages, out, setup_length(messages), budget - framing, tok.count_message
-                    )
-                    tally.split += seen.split
-                    tally.with_previous += seen.previous is not None
-                    tally.previous += bool(seen.previous)
-                    tally.inverted += seen.inverted
-                    tally.omitted += seen.newest_omitted
+                    # Framed as forwarded: its tools, the proxy's recall tool among them.
+                    tally.add(judged(tok, {**sent, "messages": messages}, out, budget))
                     if point.scored:
                         tally.evidence += len(point.evidence)
                         tally.kept += kept_evidence(messages, out, point.evidence)

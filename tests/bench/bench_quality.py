@@ -54,7 +54,7 @@ from proxy.planner import Kept, PlanMemo, plan_request  # noqa: E402
 from proxy.policy.model import CachePolicy, HistoryPolicy, ModelPolicy, Policy  # noqa: E402
 from proxy.relevance import TermIndex  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
-from tests.coherence import coherence  # noqa: E402
+from tests.coherence import Coherence, coherence  # noqa: E402
 
 RESULTS = HERE / "results" / "quality.json"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -77,7 +77,34 @@ Method = Callable[[dict[str, Any]], list[Msg] | None]
 
 
 @dataclass
-class Tally:
+class Coherent:
+    """Coherence counts over the answered trimmed requests (tests/coherence.py)."""
+
+    split: int = 0  # turns split
+    with_previous: int = 0  # requests with a history turn
+    previous: int = 0  # ... whose previous turn was forwarded
+    inverted: int = 0  # requests where one of the newest turns went before an older one
+    omitted: int = 0  # ... where one of the newest replies was masked or gone before one
+
+    def add(self, seen: Coherence) -> None:
+        self.split += seen.split
+        self.with_previous += seen.previous is not None
+        self.previous += bool(seen.previous)
+        self.inverted += seen.inverted
+        self.omitted += seen.newest_omitted
+
+
+def judged(tok: Any, framed: dict[str, Any], out: Sequence[Msg], budget: int) -> Coherence:
+    """How coherent `out` is as the trim of `framed`'s messages. The room the required
+    parts leave is the budget less them all: the declared tools (and the request's framing,
+    read from `framed`) as much as the setup and the current turn."""
+    messages = framed["messages"]
+    framing = tok.count_request({**framed, "messages": []})
+    return coherence(messages, out, setup_length(messages), budget - framing, tok.count_message)
+
+
+@dataclass
+class Tally(Coherent):
     requests: int = 0
     trimmed: int = 0
     fits: int = 0
@@ -93,12 +120,7 @@ class Tally:
     openai: float = 0.0  # billed input cost of the trimmed replayed requests (billing.py)
     anthropic: float = 0.0
     seconds: float = 0.0
-    split: int = 0  # turns split, over the answered trimmed requests
     answered: int = 0
-    with_previous: int = 0  # answered trimmed requests with a history turn
-    previous: int = 0  # ... whose previous turn was forwarded
-    inverted: int = 0  # requests where one of the newest turns went before an older one
-    omitted: int = 0  # ... where one of the newest replies was masked or gone before an older turn
 
     def row(self, replay: bool) -> dict[str, Any]:
         n = max(self.trimmed, 1)
@@ -196,16 +218,8 @@ def run_stream(
         used = tok.count_request({**body, "messages": out})
         tally.fits += used <= budget
         tally.setup += setup_kept(messages, out)
-        # The room the required parts leave is the budget less them all: the declared
-        # tools (and the request's framing) as much as the setup and the current turn.
-        framing = tok.count_request({**body, "messages": []})
-        seen = coherence(messages, out, setup_length(messages), budget - framing, tok.count_message)
         tally.answered += 1
-        tally.split += seen.split
-        tally.with_previous += seen.previous is not None
-        tally.previous += bool(seen.previous)
-        tally.inverted += seen.inverted
-        tally.omitted += seen.newest_omitted
+        tally.add(judged(tok, body, out, budget))
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
