@@ -132,6 +132,10 @@ def cases() -> list[tuple[str, str, str, Any, str]]:
     ]  # fmt: skip
 
 
+# A fixed client name: the recording must not depend on the installed httpx version.
+CLIENT = "replay-client/1.0"
+
+
 def replay(proxy: RunningProxy, upstream: FakeUpstream) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, method, path, body, key in cases():
@@ -139,6 +143,7 @@ def replay(proxy: RunningProxy, upstream: FakeUpstream) -> dict[str, Any]:
         headers = {"authorization": f"Bearer {key}"} if key else {}
         if path.startswith("/v1/messages"):
             headers = {"x-api-key": key, "anthropic-version": "2023-06-01"} if key else {}
+        headers = {"user-agent": CLIENT, **headers}  # the client's own, forwarded as it came
         r = httpx.request(method, proxy.url + path, headers=headers, timeout=30,
                           content=None if body is None else orjson.dumps(body))  # fmt: skip
         sent = upstream.requests[-1] if upstream.requests else None
