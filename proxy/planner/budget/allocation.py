@@ -20,8 +20,8 @@ from proxy.planner.budget.clearing import Clearable, clearable, may_clear, pick,
 from proxy.planner.budget.clusters import Substitution, settle
 from proxy.planner.budget.decide import decide
 from proxy.planner.budget.grants import Choices, grant, reservations
+from proxy.planner.budget.operator_parts import pin_first
 from proxy.planner.budget.overflow import Over, overflow
-from proxy.planner.budget.pinned import pin_turns
 from proxy.planner.budget.setup_cut import setup_cuts
 from proxy.planner.budget.state import PlanState
 from proxy.planner.budget.turn_recall import recall_room
@@ -76,8 +76,9 @@ class Planner:
     def prepare(self, budget: int, fixed: int) -> None:
         """What depends on the budget and is made once, before any plan (re-plans that
         tighten it keep it): a setup over half of `budget` cut (setup_cut.py), its cut
-        parts then required at their cut size; the newest turns pinned (pinned.py); the
-        room the recall holds at most (a share of what the newest turns leave)."""
+        parts then required at their cut size; the operator's parts and the newest turns
+        pinned (operator_parts.py); the room the recall holds at most (a share of what
+        they leave)."""
         if self._capped:
             return
         self._capped = True
@@ -89,8 +90,9 @@ class Planner:
             state.cost[key], state.text[key] = decision.tokens, decision.text or ""
         if cuts:
             self._required = None  # their costs changed
-        left = budget - fixed - sum(self.required()[1].values())
-        pinned = pin_turns(state, (left, self.limit - fixed - sum(self.required()[1].values())))
+        required = sum(self.required()[1].values())
+        left, window = budget - fixed - required, self.limit - fixed - required
+        pinned = pin_first(state, (left, window))
         if state.preset.keys() - cuts.keys() or state.opening:
             self._required = None  # the pinned parts are required now
         self.recall = recall_room(state, left - pinned) if self._recalls else 0

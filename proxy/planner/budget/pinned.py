@@ -53,12 +53,27 @@ class Pinned:
     # turns: a choice whose placeholder is required (shown whenever it is not granted whole).
     opening: Opening | None = None
 
+    @property
+    def tokens(self) -> int:
+        """What the pinned parts take (the opening's placeholder apart: the setup's)."""
+        return sum(d.tokens for d in self.decisions.values() if d.kept)
 
-def pin_turns(state: PlanState, rooms: tuple[int, int]) -> int:
-    """Pin the newest turns and the opening of a request whose optional parts have
-    `rooms` tokens (in the budget, and in the window less the answer's reserve): their
-    decisions made, the parts kept required at their planned size; the tokens they take."""
-    pinned = pin(state, state.turns, rooms, state.policy.history.keep_recent)
+    @property
+    def taken(self) -> int:
+        """What they take of the room, the opening's placeholder included."""
+        return self.tokens + (self.opening.mask.tokens if self.opening is not None else 0)
+
+
+def pin_turns(state: PlanState, rooms: tuple[int, int]) -> Pinned:
+    """The pins of the newest turns and the opening of a request whose optional parts have
+    `rooms` tokens (in the budget, and in the window less the answer's reserve), not yet
+    applied (apply_pins)."""
+    return pin(state, state.turns, rooms, state.policy.history.keep_recent)
+
+
+def apply_pins(state: PlanState, pinned: Pinned) -> int:
+    """Make `pinned` the request's: the decisions made, the parts kept required at their
+    planned size; the tokens they take."""
     priority, required = state.layout.priority, Priority.REQUIRED
     for key, decision in pinned.decisions.items():
         state.preset[key] = decision
@@ -68,7 +83,7 @@ def pin_turns(state: PlanState, rooms: tuple[int, int]) -> int:
             if decision.text is not None:
                 state.text[key] = decision.text
     state.opening = pinned.opening
-    return sum(d.tokens for d in pinned.decisions.values() if d.kept)
+    return pinned.tokens
 
 
 def pin(
