@@ -29,13 +29,13 @@ class FileChanged(KeyEditError):
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+def folder_lock(folder: Path) -> Iterator[None]:
     """Held while one `keys` command reads, edits and writes the folder: two at once would
     each write their edit over a text without the other's (a printed key lost, a revoked
     key back). A lock file, as NFS locks only files opened for writing."""
     fd = _open_lock(folder)
     try:
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -44,7 +44,7 @@ def folder_lock(folder: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     raise KeyEditError(
                         f"{folder}: another `context-proxy keys` has been editing the folder "
-                        f"for {wait_s:.0f} s; nothing was written, try again"
+                        f"for {LOCK_WAIT_S:g} s; nothing was written, try again"
                     ) from None
                 time.sleep(0.02)
         yield
@@ -54,13 +54,14 @@ def folder_lock(folder: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
 
 def _open_lock(folder: Path) -> int:
     path = folder / LOCK_NAME
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW  # a link put there leads nowhere else
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        return os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o666)
     except OSError as exc:
         if exc.errno not in _NOT_WRITABLE:
             raise
         try:  # made by another user, or on a read-only mount: a read handle locks too
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(path, os.O_RDONLY | flags)
         except FileNotFoundError:
             raise _unwritable(folder, exc) from None
 

@@ -192,3 +192,30 @@ def test_list_prints_one_row_per_key_whatever_the_labels(tmp_path: Path) -> None
     assert all(row.startswith("research ") for row in rows[1:])
     assert sum("a😀b" in row for row in rows) == 2 and "\\x0a" in out and "\\u202e" in out
     assert max(len(row) for row in rows) < 400
+
+
+def test_a_command_that_holds_the_folder_too_long_is_named_not_waited_on_forever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "research.yaml").write_text(HANDWRITTEN)
+    monkeypatch.setattr(key_files, "LOCK_WAIT_S", 0.3)
+    with key_files.folder_lock(folder):  # another `keys`, stopped mid-edit (Ctrl-Z)
+        assert main(["keys", "new", "--team", "research", "--policies", str(folder)]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and "another `context-proxy keys`" in err
+    assert (folder / "research.yaml").read_text() == HANDWRITTEN
+    assert main(["keys", "new", "--team", "research", "--policies", str(folder)]) == 0
+
+
+def test_a_link_put_where_the_lock_goes_is_never_followed(tmp_path: Path) -> None:
+    folder, target = tmp_path / "policies", tmp_path / "precious"
+    folder.mkdir()
+    target.write_text("kept")
+    (folder / ".keys.lock").symlink_to(target)
+    code, out, err = keys(folder, "new", "--team", "research")
+    assert code == 1 and out == "" and ".keys.lock" in err
+    assert target.read_text() == "kept" and sorted(p.name for p in folder.iterdir()) == [
+        ".keys.lock"
+    ]
