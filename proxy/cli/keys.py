@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import secrets
 import sys
@@ -145,6 +146,8 @@ def _rows(texts: dict[str, str], policies: PolicySet) -> list[tuple[str, KeyEntr
 def _list(folder: Path) -> int:
     """One row per key: every cell read from a file is shown escaped (key_labels.py)."""
     rows = _rows(*_texts(folder)) if folder.is_dir() else []
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a terminal that cannot show a label's
+        sys.stdout.reconfigure(errors="backslashreplace")  # characters gets escapes
     print(f"{'team':<20} {'key':<23} {'label':<24} {'created':<10} file")
     for team, entry, source in rows:
         cells = (shown(team, 20), shown(entry.hash[:23], 23), shown(entry.label, 24),

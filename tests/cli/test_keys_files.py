@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from proxy.cli.main import main
 from proxy.policy import key_files
 from proxy.policy.load import load_policy_dir
 from proxy.policy.model import hash_key
+from tests.cli.test_cli import ROOT
 from tests.cli.test_keys import HANDWRITTEN, keys
 
 FINANCE = "team: finance   # ops.yaml holds finance's policy\nquotas: {daily_tokens: 900}\n"
@@ -192,6 +195,11 @@ def test_list_prints_one_row_per_key_whatever_the_labels(tmp_path: Path) -> None
     assert all(row.startswith("research ") for row in rows[1:])
     assert sum("a😀b" in row for row in rows) == 2 and "\\x0a" in out and "\\u202e" in out
     assert max(len(row) for row in rows) < 400
+    ascii_only = {**os.environ, "PYTHONIOENCODING": "ascii"}  # a terminal without emoji
+    command = [sys.executable, "-m", "proxy", "keys", "list", "--policies", str(folder)]
+    done = subprocess.run(command, capture_output=True, env=ascii_only, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and len(done.stdout.decode("ascii").splitlines()) == 1 + 6
+    assert "a\\U0001f600b" in done.stdout.decode()
 
 
 def test_a_command_that_holds_the_folder_too_long_is_named_not_waited_on_forever(
