@@ -124,6 +124,8 @@ def _text_of(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")  # as read_policy_dir reads it
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:  # saved meanwhile as something else: read again, and refused
+        raise FileChanged(f"{path} changed while it was being edited") from None
 
 
 def _likeness(path: Path) -> Likeness:
@@ -166,6 +168,6 @@ def _take(fd: int, like: Likeness, path: Path) -> str:
 def _unwritable(folder: Path, exc: OSError) -> KeyEditError:
     return KeyEditError(
         f"{folder}: the policy folder cannot be written ({exc.strerror}); nothing was "
-        "changed. `keys` edits the files where they are: run it where the folder is "
-        "writable (for a mounted ConfigMap or a read-only volume, edit its source)"
+        "changed. `keys` edits the files where they are: run it as a user who may write "
+        "the folder (for a ConfigMap or another read-only mount, edit its source)"
     )
