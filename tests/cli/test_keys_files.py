@@ -25,6 +25,15 @@ from tests.cli.test_keys import HANDWRITTEN, keys
 FINANCE = "team: finance   # ops.yaml holds finance's policy\nquotas: {daily_tokens: 900}\n"
 
 
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A policy folder with the research team's hand-written file."""
+    made = tmp_path / "policies"
+    made.mkdir()
+    (made / "research.yaml").write_text(HANDWRITTEN)
+    return made
+
+
 @pytest.mark.parametrize("name", ["ops.yaml", "ops.yml"])
 def test_a_key_for_a_team_never_lands_in_a_file_of_another_team(tmp_path: Path, name: str) -> None:
     folder = tmp_path / "policies"
@@ -108,11 +117,8 @@ def test_a_symlinked_policy_file_is_never_replaced_by_a_copy(tmp_path: Path) -> 
 
 
 def test_a_read_only_folder_is_named_and_nothing_is_printed_or_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "policies"
-    folder.mkdir()
-    (folder / "research.yaml").write_text(HANDWRITTEN)
     real_open = os.open
 
     def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
@@ -151,12 +157,9 @@ def edit_by_hand_before_writes(
 
 
 def test_a_hand_edit_made_during_a_command_is_kept_with_the_command_s(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "policies"
-    folder.mkdir()
     path = folder / "research.yaml"
-    path.write_text(HANDWRITTEN)
     saved = edit_by_hand_before_writes(monkeypatch, path, times=1)
     assert main(["keys", "new", "--team", "research", "--policies", str(folder)]) == 0
     key = capsys.readouterr().out.strip()
@@ -166,12 +169,9 @@ def test_a_hand_edit_made_during_a_command_is_kept_with_the_command_s(
 
 
 def test_a_file_that_keeps_changing_is_left_to_its_editor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "policies"
-    folder.mkdir()
     path = folder / "research.yaml"
-    path.write_text(HANDWRITTEN)
     saved = edit_by_hand_before_writes(monkeypatch, path, times=100)
     assert main(["keys", "new", "--team", "research", "--policies", str(folder)]) == 1
     out, err = capsys.readouterr()
@@ -203,11 +203,8 @@ def test_list_prints_one_row_per_key_whatever_the_labels(tmp_path: Path) -> None
 
 
 def test_a_command_that_holds_the_folder_too_long_is_named_not_waited_on_forever(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "policies"
-    folder.mkdir()
-    (folder / "research.yaml").write_text(HANDWRITTEN)
     monkeypatch.setattr(key_files, "LOCK_WAIT_S", 0.3)
     with key_files.folder_lock(folder):  # another `keys`, stopped mid-edit (Ctrl-Z)
         assert main(["keys", "new", "--team", "research", "--policies", str(folder)]) == 1
