@@ -33,7 +33,9 @@ def entry_text(entry: KeyEntry) -> str:
     """The entry as a one-line flow mapping (JSON strings are YAML double-quoted scalars)."""
     fields = [f"hash: {json.dumps(entry.hash)}"]
     if entry.label:
-        fields.append(f"label: {json.dumps(entry.label)}")
+        # As written, not as JSON's escapes: YAML reads a character past U+FFFF escaped as
+        # two UTF-16 halves as two lone surrogates, which no terminal can print.
+        fields.append(f"label: {json.dumps(entry.label, ensure_ascii=False)}")
     if entry.created:
         fields.append(f"created: {json.dumps(entry.created)}")
     return "{" + ", ".join(fields) + "}"

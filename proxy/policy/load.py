@@ -13,6 +13,7 @@ from proxy.policy.policy_set import PolicySet
 from proxy.policy.schema import Problems, check_mapping
 
 BUILT_IN_SOURCE = "<built-in default>"
+TEAM_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 class PolicyError(Exception):
@@ -59,7 +60,7 @@ def _check_relations(policy: Policy, root: yaml.Node, problems: Problems) -> Non
     for key in (k for k in ("watermark", "agent_watermark") if getattr(policy.cache, k) >= 1):
         node = _child(_child(root, "cache") or root, key) or root
         problems.add(node, f"cache.{key} must be below 1 (the cut moves in steps of 1 - it)")
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", policy.team):
+    if not TEAM_NAME.fullmatch(policy.team):
         node = _child(root, "team") or root
         problems.add(node, "team must be 1-64 letters, digits, '_', '-' or '.'")
 

@@ -15,6 +15,9 @@ class PolicySet:
 
     default: Policy
     policies: tuple[Policy, ...] = ()
+    # Key mode with no key left (every key revoked while the server runs): nobody is
+    # admitted. A running server never switches itself to open mode (store.py).
+    closed: bool = False
     # Derived once here: every request asks (auth, forwarded headers), and a set never
     # changes (a reload builds a new one).
     open_mode: bool = field(init=False, repr=False, compare=False)
@@ -23,7 +26,8 @@ class PolicySet:
 
     def __post_init__(self) -> None:
         every = self.all()
-        object.__setattr__(self, "open_mode", not any(p.keys for p in every))
+        open_mode = not self.closed and not any(p.keys for p in every)
+        object.__setattr__(self, "open_mode", open_mode)
         object.__setattr__(self, "admin_required", any(p.admin_keys for p in every))
         object.__setattr__(self, "metrics_public", any(p.metrics == "public" for p in every))
 

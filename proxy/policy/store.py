@@ -32,9 +32,11 @@ Snapshot = tuple[dict[str, str], list[str]]
 class PolicyStore:
     """Holds the last good PolicySet; `reload()` swaps it only when the new set is valid and safe.
 
-    Safe means a reload never opens the proxy by accident: a file that had content and is
-    now empty (an editor's save caught between truncating and writing) is refused, and so
-    is a switch from key mode to open mode while a file that held the keys still exists.
+    Safe means a reload never opens the proxy: a file that had content and is now empty
+    (an editor's save caught between truncating and writing) is refused, and so is a set
+    without keys while a file that held keys still exists, unless each such file says
+    `keys: []` (what `keys revoke --allow-open` writes): then every key is revoked and the
+    set is taken closed, nobody admitted, until a key is added or the proxy restarts.
     An empty file is still a valid policy at start and in `check`.
     """
 
@@ -51,6 +53,8 @@ class PolicyStore:
         self.settle_s = settle_s
         self.quiet_s = quiet_s
         self._texts = dict(texts or {})  # the file texts of the set in force
+        # The files that held the keys last in force: while one exists, no reload opens.
+        self._keyed = {p.source for p in initial.all() if p.keys}
 
     @classmethod
     def load(cls, directory: str) -> PolicyStore:
@@ -80,29 +84,39 @@ class PolicyStore:
             fresh = load_policy_texts(texts, unreadable)
         except PolicyError as exc:
             return _refused(exc.problems)
-        unsafe = self._unsafe(texts, fresh)
+        held = sorted(s for s in self._keyed if s in texts) if fresh.open_mode else []
+        unsafe = self._unsafe(texts, held)
         if unsafe:
             return _refused(unsafe)
+        if held:  # each says `keys: []`: every key revoked on purpose, which opens nothing
+            fresh = PolicySet(fresh.default, fresh.policies, closed=True)
+            log.warning(
+                "no proxy key is left: every request is refused until a key is added, or "
+                "the proxy restarts (then in open mode)",
+                extra={"files": held},
+            )
+        self._keyed = {p.source for p in fresh.all() if p.keys} or set(held)
         self.current = fresh
         self._texts = dict(texts)
         log.info("policies reloaded", extra={"teams": [p.team for p in fresh.all()]})
         return True
 
-    def _unsafe(self, texts: dict[str, str], fresh: PolicySet) -> list[str]:
+    def _unsafe(self, texts: dict[str, str], held: list[str]) -> list[str]:
+        """Why `texts` may be a save caught half-done; `held`: the files that held keys, in
+        a set that has none."""
         problems = [
             f"{path}:1: the file had a policy and is now empty (a save in progress?); "
             "write the policy back, or delete the file to drop it"
             for path, old in self._texts.items()
             if path in texts and _blank(texts[path]) and not _blank(old)
         ]
-        if fresh.open_mode and not self.current.open_mode:
-            problems.extend(
-                f"{policy.source}:1: this reload would switch the proxy to open mode (no keys "
-                "anywhere) while this file, which held keys, still exists; delete the file "
-                "or restart the proxy to switch on purpose"
-                for policy in self.current.all()
-                if policy.keys and policy.source in texts
-            )
+        problems.extend(
+            f"{source}:1: this file held keys and now lists none (a save in progress?); "
+            "write `keys: []` to revoke every key (the proxy then refuses every request "
+            "until it restarts), or delete the file or restart to switch to open mode"
+            for source in held
+            if not _says_no_keys(texts[source])
+        )
         return problems
 
     async def settled(self) -> Snapshot | None:
@@ -173,6 +187,15 @@ def _blank(text: str) -> bool:
         return yaml.compose(text, Loader=yaml.SafeLoader) is None
     except yaml.YAMLError:
         return False
+
+
+def _says_no_keys(text: str) -> bool:
+    """Whether a policy's text says `keys: []` in so many words (not a `keys` left out)."""
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(values, dict) and values.get("keys") == []
 
 
 def _refused(problems: list[str]) -> bool:

@@ -102,7 +102,10 @@ def test_a_bad_team_name_or_a_broken_folder_changes_nothing(tmp_path: Path) -> N
     (folder / "broken.yaml").write_text("team: [unclosed\n")
     code, _, err = keys(folder, "new", "--team", "research")
     assert code == 1 and "broken.yaml" in err
-    assert sorted(p.name for p in folder.iterdir()) == ["broken.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".keys.lock",
+        "broken.yaml",
+    ]  # the lock stays
 
 
 def test_a_running_server_takes_new_and_revoked_keys(
