@@ -21,6 +21,9 @@ from proxy.server.core.settings import Settings
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from tests.fake_upstream import FakeUpstream
 
+# The run fails if a test changed the checkout (tracked files, or new unignored files).
+pytest_plugins = ["tests.tree_guard"]
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -64,10 +64,13 @@ def test_the_walk_through_adds_a_team_as_written(
     upstream, base = fake_upstream_server
     upstream.reset()
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    # Run where `keys new`'s default folder (./policies) is the test's own: never the
+    # checkout's, whatever CONTEXT_PROXY_POLICIES the caller's shell has set.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_PROXY_")}
     made = subprocess.run(
         ["bash", "-c", _block("1. Make the team a proxy key") + 'echo "KEY=$KEY"'],
         capture_output=True, text=True, check=True, cwd=tmp_path,
-        env={**os.environ, "PATH": path},
+        env={**clean, "PATH": path},
     )  # fmt: skip
     key = next(line for line in made.stdout.split() if line.startswith("KEY="))[4:]
     assert key.startswith("cp-") and key not in made.stderr

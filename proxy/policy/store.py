@@ -140,16 +140,20 @@ class PolicyStore:
         return None
 
     def _newest_change(self) -> float:
-        """When a policy file in the folder last changed (mtime), 0 when none can be read."""
+        """When a policy file in the folder last changed (mtime), 0 when none can be read.
+
+        A file is read through its symlink (a mounted ConfigMap's files point into
+        `..data/`), and the `..data` link itself counts: its swap is the change."""
         try:
             files = list(Path(self.directory).iterdir())
         except OSError:
             return 0.0
         newest = 0.0
         for path in files:
-            if path.suffix in (".yaml", ".yml"):
+            if _watched(str(path)):
                 with contextlib.suppress(OSError):
                     newest = max(newest, path.stat().st_mtime)
+                    newest = max(newest, path.lstat().st_mtime)
         return newest
 
     async def watch(self, stop: asyncio.Event) -> None:
@@ -169,7 +173,7 @@ class PolicyStore:
                 # proxy's CPU. Half a second still reloads well under a second after a save.
                 step=WATCH_STEP_MS,
                 recursive=False,
-                watch_filter=lambda _change, path: path.endswith((".yaml", ".yml")),
+                watch_filter=lambda _change, path: _watched(path),
             ):
                 # A save is often truncate-then-write: load only what stays put for a moment.
                 snapshot = await self.settled()
@@ -179,6 +183,17 @@ class PolicyStore:
                 self.apply(snapshot)
         except (OSError, RuntimeError) as exc:  # e.g. inotify limits: SIGHUP still works
             log.warning("policy file watching stopped: %s", exc)
+
+
+# Kubernetes updates a mounted ConfigMap by writing a new timestamped folder and renaming a
+# `..data_tmp` symlink over `..data`, which the files' own symlinks point through: none of
+# the files' names is touched, so the rename of `..data` is the change to watch for.
+CONFIGMAP_LINK = "..data"
+
+
+def _watched(path: str) -> bool:
+    """Whether a change to `path` may change the policy set: a policy file or `..data`."""
+    return path.endswith((".yaml", ".yml")) or Path(path).name == CONFIGMAP_LINK
 
 
 def _blank(text: str) -> bool:

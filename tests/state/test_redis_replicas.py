@@ -212,9 +212,10 @@ def test_the_deploy_examples_configure_shared_state_and_valid_policies(tmp_path:
         for doc in yaml.safe_load_all(f.read_text())
     ]
     kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
-    deployment = kinds["Deployment", "context-proxy"]["spec"]["template"]["spec"]
-    env = {e["name"]: e.get("value") for e in deployment["containers"][0]["env"]}
-    assert env["CONTEXT_PROXY_STATE"] == "redis://context-proxy-redis:6379/0"
+    pods = kinds["StatefulSet", "context-proxy"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pods["containers"][0]["env"]}
+    # Redis's password, from its Secret (tests/deploy/test_k8s.py checks the rest).
+    assert env["CONTEXT_PROXY_STATE"] == "redis://:$(REDIS_PASSWORD)@context-proxy-redis:6379/0"
     assert ("Service", "context-proxy-redis") in kinds and ("Service", "context-proxy") in kinds
     for name, text in kinds["ConfigMap", "context-proxy-policies"]["data"].items():
         (tmp_path / name).write_text(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -14,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from proxy.errors import InvalidRequest, NotFound, ProxyError
 from proxy.server.app.logs import configure_logging
@@ -22,6 +23,7 @@ from proxy.server.app.route_paths import canonical_path
 from proxy.server.core import responses
 from proxy.server.core.services import Services, open_services
 from proxy.server.core.settings import Settings
+from proxy.server.core.shutdown import cut_by_shutdown
 from proxy.server.dialects.chat import CHAT
 from proxy.server.dialects.messages import MESSAGES
 from proxy.server.dialects.responses import COMPACT, RESPONSES
@@ -115,14 +117,41 @@ class ProxyApp(Starlette):
                 endpoint = self._direct.get(path.rstrip("/"))
             if endpoint is not None:
                 scope["app"] = self
-                request = Request(scope, receive, send)
-                try:
-                    response = await endpoint(request)
-                except Exception as exc:
-                    response = await responses.internal_error(request, exc)
-                await response(scope, receive, send)
+                await self._planned(endpoint, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+
+    async def _planned(
+        self, endpoint: Endpoint, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """One planned request, in flight until its answer is out: the end of the shutdown's
+        grace cuts it (core/shutdown.py). A stream cut after its error event still ends as
+        a whole HTTP answer."""
+        services: Services = self.state.services
+        task = asyncio.current_task()
+        assert task is not None
+        services.in_flight.add(task)
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        request = Request(scope, receive, sending)
+        try:
+            try:
+                response = await endpoint(request)
+            except Exception as exc:
+                response = await responses.internal_error(request, exc)
+            await response(scope, receive, sending)
+        except asyncio.CancelledError:
+            if not (started and cut_by_shutdown(services.stopping)):
+                raise
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            services.in_flight.discard(task)
 
 
 def note_sigterm(services: Services) -> None:
@@ -131,9 +160,14 @@ def note_sigterm(services: Services) -> None:
     recorded as the server's doing (`server_shutdown`), not the client's. Outside the main
     thread (an embedded app) there is no signal to watch."""
     previous = signal.getsignal(signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    grace_s = services.settings.graceful_shutdown_s
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         services.stopping = True
+        # Requests still in flight when the grace ends are cut by the proxy, a moment
+        # before the server would cut them with a bare 500.
+        loop.call_soon_threadsafe(services.in_flight.cut_after, loop, grace_s)
         if callable(previous):
             previous(signum, frame)
 

@@ -18,6 +18,7 @@ from proxy.server.core.books import Books
 from proxy.server.core.fair_slot import FairSlot
 from proxy.server.core.request_ids import RequestIds
 from proxy.server.core.settings import Settings
+from proxy.server.core.shutdown import InFlight
 from proxy.server.core.warmup import warm_tokenizers
 from proxy.summaries import Summarizer, open_store
 from proxy.tokens import ContextWindows, TokenCounter
@@ -58,6 +59,7 @@ class Services:
     ids: RequestIds = field(default_factory=RequestIds)  # x-request-id, per process
     books: Books[Services] = field(default_factory=Books)  # finished requests, booked in batches
     stopping: bool = False  # SIGTERM came: the server drains, then cuts what is left
+    in_flight: InFlight = field(default_factory=InFlight)  # planned requests, cut at the end
     tracing: Tracing | None = None  # with an OTLP endpoint: a span per request
     spend: QuotaBook = field(default_factory=QuotaBook)  # millionths of a dollar, per team
     # Rate limits' buckets: the process's, or with --state the fleet's in Redis.

@@ -93,12 +93,15 @@ async def relay_stream(
         status = 504 if exc.timed_out else 502
         error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
         yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
-    except (asyncio.CancelledError, GeneratorExit):  # the client left, or the server stops
+    except (asyncio.CancelledError, GeneratorExit) as exc:  # the client left, or the server stops
         status, error = 499, "client_disconnected"
         if services.stopping:  # the grace period is over: the server cut it, not the client
             status, error = 503, "server_shutdown"
         if tap.finished:  # it left after the final event: it had the whole answer
             status, error = 200, None
+        elif error == "server_shutdown" and isinstance(exc, asyncio.CancelledError):
+            yield error_event("The server is shutting down; send the request again.",
+                              "server_error", "server_shutdown")  # fmt: skip
         raise
     finally:
         upstream.close()

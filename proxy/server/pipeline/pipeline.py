@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from proxy.server.core import responses
 from proxy.server.core.services import Services
+from proxy.server.core.shutdown import cut_by_shutdown, shutdown_error
 from proxy.server.pipeline.answer_step import finish_plain, relay_stream
 from proxy.server.pipeline.auth import resolve_policy
 from proxy.server.pipeline.chat_guards import checked_model
@@ -113,9 +114,12 @@ async def run(request: Request, dialect: Dialect) -> Response:
         ex.upstream_ended = time.perf_counter()
     except Exception as exc:  # refused, gone, or a bug: a usage row, in the API's shape
         return dialect.answer_failure(failed(services, ex, exc), ex)
-    except asyncio.CancelledError:  # cut short (the shutdown's grace is over): its row, then on
+    except asyncio.CancelledError:  # cut short (the shutdown's grace is over): its row, a 503
+        headers = ex.context_headers()
         cut_short(services, ex)
-        raise
+        if not cut_by_shutdown(services.stopping):
+            raise
+        return dialect.answer_failure(responses.error(shutdown_error(), headers), ex)
     response = finish_plain(
         services, ex, upstream, answer, tokenizer, dialect.text_of, dialect.usage_of
     )

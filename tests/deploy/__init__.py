@@ -1,0 +1,1 @@
+"""Tests of what is shipped to run the proxy: the image, the cluster manifests, compose."""
