@@ -94,11 +94,7 @@ class Fit:
             if plan.over:
                 excess = (after - self.planner.limit) << attempt
             if target > floor and not plan.over:
-                # From what the plan took, not from its target: whole items leave a gap
-                # below the target that a step smaller than it would not close, and the
-                # doubled steps would then overshoot by far.
-                planned = reserve + sum(plan.allocated.values())
-                target = max(floor, min(target, planned) - excess)
+                target = max(floor, target - excess)
             elif self.policy.budget.on_required_overflow == "truncate":
                 target -= excess
             else:

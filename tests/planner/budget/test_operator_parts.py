@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from proxy.planner.request import plan_request
 from proxy.policy.model import (
+    DEFAULT_SECTIONS,
     BudgetPolicy,
     CachePolicy,
     HistoryPolicy,
-    DEFAULT_SECTIONS,
     ModelPolicy,
     Policy,
 )
@@ -38,7 +38,7 @@ def _travel_chat(page_words: int) -> list[dict[str, Any]]:
     """A system prompt holding a memory block, six turns, and a fetched page in the current
     turn (the shape of a browsing assistant's request)."""
     rng = random.Random(1)
-    vocab = "alpha beta gamma delta flight booking refund seat upgrade baggage invoice".split()
+    vocab = ["alpha", "beta", "gamma", "delta", "flight", "booking", "refund", "seat", "upgrade", "baggage", "invoice"]
 
     def para(n: int) -> str:
         return " ".join(rng.choice(vocab) for _ in range(n))
