@@ -62,6 +62,7 @@ class FakeUpstream:
     # until the call was whole would leave it unset).
     text_read: threading.Event | None = None
     text_read_in_time: bool | None = None
+    later_delay_s: float = 0.0  # how long the proxy's recall rounds (continuations) wait
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -76,6 +77,7 @@ class FakeUpstream:
         self.summary_gate.set()
         self.prompt_cache = fake_messages.PromptCache()
         self.text_read, self.text_read_in_time = None, None
+        self.later_delay_s = 0.0
 
     async def _wait_text_read(self) -> None:
         event = self.text_read
@@ -349,8 +351,12 @@ class FakeUpstream:
         if mode == "hang":
             await asyncio.sleep(3600)
         body = rec.json()
+        if self.later_delay_s and fake_recall.continuation(body, "chat"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "chat", mode):
             answer = fake_recall.chat_answer(body, mode)
+            if mode.startswith("recall_storm"):  # usage sized by what was sent
+                answer["usage"] = fake_recall.sized(len(rec.body))
             if body.get("stream"):
                 gate = self._wait_text_read if self.text_read is not None else None
                 chunks = fake_recall.chat_chunks(body, answer, gate)
