@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests import fake_agent_model, fake_messages, fake_recall, fake_responses
+from tests import fake_agent_model, fake_messages, fake_recall, fake_responses, fake_window
 
 TEXT_READ_WAIT_S = 10.0
 
@@ -63,6 +63,11 @@ class FakeUpstream:
     text_read: threading.Event | None = None
     text_read_in_time: bool | None = None
     later_delay_s: float = 0.0  # how long the proxy's recall rounds (continuations) wait
+    # A context window counted the fake's own way (fake_window.py): a request over it is
+    # refused as the API refuses it, and an answer's prompt tokens are that count.
+    window: int | None = None
+    window_wording: str = "prompt"  # Messages: "prompt is too long", or "sum"
+    refused: int = 0  # requests refused for length
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -78,11 +83,25 @@ class FakeUpstream:
         self.prompt_cache = fake_messages.PromptCache()
         self.text_read, self.text_read_in_time = None, None
         self.later_delay_s = 0.0
+        self.window, self.window_wording, self.refused = None, "prompt", 0
 
     async def _wait_text_read(self) -> None:
         event = self.text_read
         if event is not None:
             self.text_read_in_time = await asyncio.to_thread(event.wait, TEXT_READ_WAIT_S)
+
+    def too_long(self, rec: Recorded, api: str) -> Response | None:
+        """The API's refusal of a request over the fake's window, when it has one."""
+        if self.window is None:
+            return None
+        refused = fake_window.refusal(api, rec.body, self.window, self.window_wording)
+        if refused is None:
+            return None
+        self.refused += 1
+        return Response(refused, status_code=400, media_type="application/json")
+
+    def prompt_count(self, rec: Recorded, default: int, api: str = "chat") -> int:
+        return fake_window.count(rec.body, api) if self.window is not None else default
 
     def is_summary(self, rec: Recorded) -> bool:
         return self.summary_marker.encode() in rec.body
@@ -117,6 +136,9 @@ class FakeUpstream:
         mode = rec.headers.get("x-fake-mode", self.mode)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        refused = self.too_long(rec, "responses")
+        if refused is not None:
+            return refused
         if mode == "error":
             return Response(self.error_body, status_code=self.status if self.status >= 400 else 429)
         if mode == "hang":
@@ -147,6 +169,8 @@ class FakeUpstream:
         )
         if mode == "no_usage":
             answer["usage"] = None
+        elif self.window is not None:
+            answer["usage"]["input_tokens"] = self.prompt_count(rec, 0, "responses")
         if fake_responses.compaction_asked(body):  # server-side compaction (Codex's v2)
             answer["output"] = [fake_responses.compaction_item(rec.body)]
         if body.get("background") is True:  # queued: the answer is read later, usage unknown
@@ -188,6 +212,9 @@ class FakeUpstream:
         shape), else a Message (a tool loop in "agent" mode), plain or streamed."""
         rec = await self.record(request)
         mode = rec.headers.get("x-fake-mode", self.mode)
+        refused = self.too_long(rec, "messages")
+        if refused is not None:
+            return refused
         if mode == "error":
             error = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
             return Response(orjson.dumps(error), status_code=529, media_type="application/json")
@@ -211,6 +238,8 @@ class FakeUpstream:
         if mode == "cache":  # usage as Anthropic's prompt cache would bill the body
             answer["usage"] = self.prompt_cache.usage(body)
         answer["usage"]["input_tokens"] += fake_messages.fetched_tokens(body)
+        if self.window is not None:
+            answer["usage"]["input_tokens"] = self.prompt_count(rec, 0, "messages")
         told = rec.headers.get("x-fake-input-tokens")
         if told is not None:  # an upstream whose reports are off, either way
             answer["usage"] = {**answer["usage"], "input_tokens": int(told),
@@ -335,6 +364,9 @@ class FakeUpstream:
         mode = rec.headers.get("x-fake-mode", self.mode)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        refused = self.too_long(rec, "chat")
+        if refused is not None:
+            return refused
         if mode == "error":
             return Response(
                 self.error_body,
@@ -369,12 +401,13 @@ class FakeUpstream:
                 return StreamingResponse(events, media_type="text/event-stream")
             answer = fake_agent_model.completion(body, message)
             return Response(orjson.dumps(answer), media_type="application/json")
+        prompt = self.prompt_count(rec, 11)
         if body.get("stream"):
-            return self.stream(body, broken=mode == "break")
+            return self.stream(body, broken=mode == "break", prompt=prompt)
         usage = (
             None
             if mode == "no_usage"
-            else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+            else {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
         )
         if mode == "sized_usage":  # a token per word of the request, as a tokenizer would
             prompt = len(rec.body.split())
@@ -402,7 +435,7 @@ class FakeUpstream:
             answer["usage"] = usage
         return Response(orjson.dumps(answer), media_type="application/json")
 
-    def stream(self, body: dict[str, Any], broken: bool) -> StreamingResponse:
+    def stream(self, body: dict[str, Any], broken: bool, prompt: int = 11) -> StreamingResponse:
         include_usage = (body.get("stream_options") or {}).get("include_usage") is True
         words = self.reply_text.split(" ")
 
@@ -442,9 +475,9 @@ class FakeUpstream:
                             base,
                             choices=[],
                             usage={
-                                "prompt_tokens": 11,
+                                "prompt_tokens": prompt,
                                 "completion_tokens": len(words),
-                                "total_tokens": 11 + len(words),
+                                "total_tokens": prompt + len(words),
                             },
                         )
                     )
