@@ -6,8 +6,8 @@ and the newest question as its query ("recall"); with the client's first tool ca
 beside it ("recall_mixed"); or calls it whatever it got back ("recall_forever"); or calls it
 STORM times in one answer, each call with a query of its own that matches no word of the
 conversation (each scored in full; none fills the window) ("recall_storm"; whatever it
-got back: "recall_storm_forever"), its usage sized by the request (a token per 4 bytes:
-STORM_ANSWER_TOKENS answered); or says
+got back: "recall_storm_forever"), its usage sized by the request and its answer (a token
+per 4 bytes); or says
 the same words with the same pauses whether the tool is declared or not, calling it only
 where it is ("recall_or_text": a stream's time to first token, with the tool and
 without); in an agent's loop, before each step ("agent_recall"). Given the tool's answer, it
@@ -33,11 +33,17 @@ STORM_WORDS = ("weather", "garden", "vault", "river", "budget", "train", "music"
 STORM_ANSWER_TOKENS = 50
 
 
-def sized(raw_size: int) -> dict[str, int]:
-    """A usage object sized by the request: a token per 4 bytes, STORM_ANSWER_TOKENS out."""
+def sized(raw_size: int, answer: dict[str, Any], limit: Any = None) -> dict[str, int]:
+    """A usage object sized by the request and the answer: a token per 4 bytes of each
+    (the answer's message, its calls included), at least STORM_ANSWER_TOKENS out, and no
+    more than the request's answer limit (as a model is cut there)."""
     prompt = raw_size // 4
-    return {"prompt_tokens": prompt, "completion_tokens": STORM_ANSWER_TOKENS,
-            "total_tokens": prompt + STORM_ANSWER_TOKENS}  # fmt: skip
+    said = len(orjson.dumps(answer["choices"][0]["message"])) // 4
+    completion = max(STORM_ANSWER_TOKENS, said)
+    if type(limit) is int and limit > 0:
+        completion = min(completion, limit)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}  # fmt: skip
 
 
 def declared(body: dict[str, Any]) -> bool:

@@ -388,7 +388,7 @@ class FakeUpstream:
         if fake_recall.recalls(body, "chat", mode):
             answer = fake_recall.chat_answer(body, mode)
             if mode.startswith("recall_storm"):  # usage sized by what was sent
-                answer["usage"] = fake_recall.sized(len(rec.body))
+                answer["usage"] = fake_recall.sized(len(rec.body), answer, body.get("max_tokens"))
             if body.get("stream"):
                 gate = self._wait_text_read if self.text_read is not None else None
                 chunks = fake_recall.chat_chunks(body, answer, gate)

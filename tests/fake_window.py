@@ -8,7 +8,8 @@ its refusal of a request over it in each API's words:
 - Messages: 400 `invalid_request_error`, "prompt is too long: N tokens > W maximum" (or, in
   the "sum" wording, "input length and `max_tokens` exceed context limit: N + K > W").
 
-A request is counted over its JSON as sent (images' data aside, each IMAGE_TOKENS): for
+A request is counted over its JSON as sent (images' data aside, each IMAGE_TOKENS; earlier
+turns' thinking aside, as Anthropic bills it): for
 OpenAI's APIs with o200k (close to the proxy's exact count, a little over it), for
 Messages with cl100k times CLAUDE_SCALE (more than the proxy's estimate); it is refused
 when that and its answer's limit pass the window.
@@ -30,13 +31,28 @@ _IMAGE_DATA = re.compile(rb'"data":"[A-Za-z0-9+/=]{256,}"')
 
 
 def count(raw: bytes, api: str = "chat") -> int:
-    """The fake's count of a request body to `api`."""
+    """The fake's count of a request body to `api` (Messages: earlier turns' thinking
+    left out, as Anthropic leaves it out)."""
+    if api == "messages":
+        raw = _without_thinking(raw)
     images = len(_IMAGE_DATA.findall(raw))
     text = _IMAGE_DATA.sub(b"", raw).decode("utf-8", "replace")
     if api == "messages":
         tokens = len(_encoding("cl100k_base").encode(text, disallowed_special=()))
         return int(tokens * CLAUDE_SCALE) + images * IMAGE_TOKENS
     return len(_encoding("o200k_base").encode(text, disallowed_special=())) + images * 765
+
+
+def _without_thinking(raw: bytes) -> bytes:
+    body = orjson.loads(raw)
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            message["content"] = [
+                b for b in content
+                if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))
+            ]  # fmt: skip
+    return orjson.dumps(body)
 
 
 @cache

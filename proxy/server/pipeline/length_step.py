@@ -45,7 +45,7 @@ _TOO_LONG = (  # Anthropic's: the prompt alone, or the prompt and the answer's l
 )
 MAX_REFUSAL_BYTES = 64 * 1024  # a refusal is a short JSON error: a longer body is not read as one
 UNSAID = 1.25  # how much more an upstream that gave no count of its own is taken to count
-MARGIN = 0.02  # planned this much under the upstream's count: its count of a new body varies
+MARGIN = 0.05  # planned this much under the upstream's count: a new body's ratio varies
 MOST = 2.0  # a retry's count at most this many times the proxy's: an upstream's word is bounded
 LEAST_WINDOW = 8  # a window learned is never under the policy's over this
 
