@@ -97,7 +97,6 @@ def test_a_model_that_recalls_without_end_overspends_no_quota_and_stalls_no_repl
     until(lambda: len(rows(tmp_path)) == 14, "every request's row")
     mine = [r for r in rows(tmp_path) if r["team"] == "quota"]
     charged = [r["total_tokens"] for r in mine]
-    print("charged", sum(charged), charged, [r["recall_rounds"] for r in mine], statuses)
     assert sum(charged) <= QUOTA + max(charged), charged
     assert all(r["recall_rounds"] <= 2 for r in mine)
     assert first.count >= 5 and second.count >= 5

@@ -90,16 +90,18 @@ async def run(request: Request, dialect: Dialect) -> Response:
         await take_tokens(services, ex, use)
         flight.payload = await dialect.payload(services, ex, flight)
         target = traced(dialect.target(services, request.headers, policies, policy), ex)
-        rounds = Rounds.of(services, ex, target, body, dialect.usage_of)
+        rounds = Rounds(services, ex, target, body, dialect.usage_of)
         ex.upstream_started = time.perf_counter()
         async with cancel_on_disconnect(request):
-            again = partial(replanned, services, ex, dialect, flight, tokenizer)
             upstream = await services.upstream.send(
                 "POST", target.url, target.headers, flight.payload, target.timeouts, ex.stream
             )
-            upstream, read, tokenizer = await within_length(
-                rounds, flight, upstream, tokenizer, again
-            )
+            read = None
+            if upstream.status == 400:  # refused for length: planned again, sent once more
+                again = partial(replanned, services, ex, dialect, flight, tokenizer)
+                upstream, read, tokenizer = await within_length(
+                    rounds, flight, upstream, tokenizer, again
+                )
             ex.answered = 200 <= upstream.status < 300
             if ex.stream and upstream.status == 200 and "event-stream" in upstream.content_type:
                 summarize(services, dialect, ex, flight, target, tokenizer)

@@ -22,29 +22,15 @@ from proxy.upstream import UpstreamResponse
 
 @dataclass(slots=True)
 class Rounds:
-    """One request's upstream rounds: where they go, what each may answer, what they used."""
+    """One request's upstream rounds: where they go, what they used. Each holds the answer
+    limit of the request (`body`, the client's): its own, or the policy's default hold."""
 
     services: Services
     ex: Exchange
     target: SummaryTarget
+    body: dict[str, Any]
     usage_of: Callable[[Any], Any]  # the API's usage in the names the exchange reads
-    answer_limit: int  # tokens each round may answer: the request's own limit, or the hold's
     usage: Any = None  # the finished rounds' usage, summed, in the API's own shape
-
-    @classmethod
-    def of(
-        cls,
-        services: Services,
-        ex: Exchange,
-        target: SummaryTarget,
-        body: dict[str, Any],
-        usage_of: Callable[[Any], Any],
-    ) -> Rounds:
-        """The rounds of the request `body` (the client's): each holds its `max_tokens`, as
-        the request does (the policy's default hold when it sets none)."""
-        assert ex.policy is not None
-        limit = expected_use(0, body, ex.policy.quotas.answer_hold_tokens)[1]
-        return cls(services, ex, target, usage_of, limit)
 
     def used(self, summed: Any) -> None:
         """What every round so far used, as the upstream reported it (summed): the
@@ -58,7 +44,8 @@ class Rounds:
         """A later round, of `prompt` tokens, counted as a request a minute, held against
         the team's hard quotas here and in the fleet, its tokens taken from its tokens a
         minute; a QuotaExceeded or RateLimited when one of them refuses it."""
-        use = (prompt, self.answer_limit)
+        assert self.ex.policy is not None
+        use = expected_use(prompt, self.body, self.ex.policy.quotas.answer_hold_tokens)
         await count_request(self.services, self.ex, self.ex.rate_key)
         await hold_round(self.services, self.ex, use)
         await take_tokens(self.services, self.ex, use)
