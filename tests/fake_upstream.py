@@ -155,6 +155,8 @@ class FakeUpstream:
             return Response(
                 orjson.dumps({"error": error}), status_code=400, media_type="application/json"
             )
+        if self.later_delay_s and fake_recall.continuation(body, "responses"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "responses", mode):
             answer = fake_recall.responses_answer(body, mode)
             if body.get("stream"):
@@ -226,6 +228,8 @@ class FakeUpstream:
                 "error": {"type": "invalid_request_error", "message": refused},
             }
             return Response(orjson.dumps(error), status_code=400, media_type="application/json")
+        if self.later_delay_s and fake_recall.continuation(body, "messages"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "messages", mode):
             answer = fake_recall.messages_answer(body, mode)
             if body.get("stream"):

@@ -32,6 +32,7 @@ def team(policies_dir: Path, extra: str = "") -> None:
     (policies_dir / "default.yaml").write_text(
         f'team: t\nkeys: ["{hash_key(KEY)}"]\n'
         f"models:\n  gpt-4o-mini: {{context_window: {WINDOW}}}\n"
+        f"  claude-sonnet-4-6: {{context_window: {WINDOW}}}\n"
         f"history: {{relevance: off}}\n{extra}"
     )
 
@@ -73,6 +74,35 @@ def test_a_client_gone_during_a_later_round_is_booked_what_the_rounds_before_use
     assert row["usage_source"] == "upstream"
     assert (row["prompt_tokens"], row["completion_tokens"]) == (100, 10)
     assert row["recall_rounds"] == 1
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_each_api_books_the_rounds_before_a_client_that_left(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any,
+    api: str,
+) -> None:  # fmt: skip
+    """The same through the Responses API and Messages (their usage in their own names:
+    Anthropic's input and output tokens)."""
+    team(policies_dir, f"upstream: {{anthropic: {{base_url: '{fake_upstream_server[1]}'}}}}\n"
+                       "recall: {tool: on}\n")  # fmt: skip
+    upstream.mode, upstream.later_delay_s = "recall", 5
+    proxy = start_proxy()
+    said = [{"role": m["role"], "content": m["content"]} for m in chat_history()[1:]]
+    if api == "messages":
+        path = "/v1/messages"
+        sent: dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 300,
+                                "messages": said}  # fmt: skip
+    else:
+        path, sent = "/v1/responses", {"model": "gpt-4o-mini", "input": said}
+    with (
+        httpx.Client(timeout=httpx.Timeout(30, read=1.5)) as http,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        http.post(proxy.url + path, headers=AUTH, json=sent)
+    until(lambda: len(upstream.requests) == 2, "the later round sent")
+    row = usage_rows(proxy)[-1]
+    assert row["status"] == 499 and row["usage_source"] == "upstream"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (100, 10)
 
 
 def test_each_round_is_a_request_a_minute(
