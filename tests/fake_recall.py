@@ -213,7 +213,8 @@ async def chat_chunks(
         args = call["function"]["arguments"]
         for part in (args[: len(args) // 2], args[len(args) // 2 :]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
-        await asyncio.sleep(0.2)  # a long call: what comes before it must not wait for it
+        if index == 0:  # a long call: what comes before it must not wait for it
+            await asyncio.sleep(0.2)
     yield chunk({}, answer["choices"][0]["finish_reason"])
     if usage:
         yield b"data: " + orjson.dumps({**base, "choices": [], "usage": answer["usage"]}) + b"\n\n"
