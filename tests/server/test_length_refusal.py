@@ -61,6 +61,20 @@ def test_each_providers_refusal_is_read_with_its_counts(body: bytes, read: Lengt
         (400, b"[1, 2]"),
         (400, orjson.dumps({"error": "prompt is too long: 5 tokens > 4 maximum"})),
         (400, b"{" + b" " * 70_000 + b"}"),
+        # an upstream's other error quoting what the client sent: not a refusal for length
+        (
+            400,
+            anthropic_error(
+                "messages.0.content: 'prompt is too long: 9 tokens > 8 maximum' is not valid"
+            ),
+        ),
+        (
+            400,
+            openai_error(
+                "Invalid 'name': This model's maximum context length is 10 tokens.",
+                code="invalid_value",
+            ),
+        ),
     ],
 )
 def test_other_errors_are_not_length_refusals(status: int, body: bytes) -> None:

@@ -32,7 +32,11 @@ from proxy.upstream import UpstreamResponse
 
 log = logging.getLogger("context_proxy.plan")
 
-_MAXIMUM = re.compile(r"maximum context length is (\d{1,12}) tokens")
+# Read only where a provider puts them (the start of its message, or an answer with the
+# code): an upstream's other errors may quote what the client sent, and what a refusal
+# teaches serves every team on that upstream.
+_MAXIMUM = re.compile(r"(?:This model's )?maximum context length is (\d{1,12}) tokens")
+_OPENAI_START = "This model's maximum context length is"
 _IN_MESSAGES = re.compile(r"(\d{1,12}) in the messages")
 _IN_FUNCTIONS = re.compile(r"(\d{1,12}) in the functions")
 _ASKED = re.compile(r"(?:resulted in|requested) (\d{1,12}) tokens")
@@ -70,14 +74,15 @@ def length_refusal(status: int, answer: bytes) -> LengthRefusal | None:
     if not isinstance(error, dict):
         return None
     message = error.get("message")
-    text = message[:2000] if isinstance(message, str) else ""
+    text = message[:2000].lstrip() if isinstance(message, str) else ""
     for pattern in _TOO_LONG:
-        found = pattern.search(text)
+        found = pattern.match(text)
         if found is not None:
             return LengthRefusal(_count(found[1]), _count(found[2]))
-    maximum = _MAXIMUM.search(text)
-    if error.get("code") != "context_length_exceeded" and maximum is None:
+    coded = error.get("code") == "context_length_exceeded"
+    if not coded and not text.startswith(_OPENAI_START):
         return None
+    maximum = _MAXIMUM.search(text)
     counted: int | None = None
     messages, functions = _IN_MESSAGES.search(text), _IN_FUNCTIONS.search(text)
     asked = _ASKED.search(text)
