@@ -3,7 +3,11 @@
 When the request declares the tool and its newest part is not the tool's answer, it says a
 few words and calls the tool with the first recall id it finds in the request's markers
 and the newest question as its query ("recall"); with the client's first tool called
-beside it ("recall_mixed"); or calls it whatever it got back ("recall_forever"); or says
+beside it ("recall_mixed"); or calls it whatever it got back ("recall_forever"); or calls it
+STORM times in one answer, each call with a query of its own that matches no word of the
+conversation (each scored in full; none fills the window) ("recall_storm"; whatever it
+got back: "recall_storm_forever"), its usage sized by the request and its answer (a token
+per 4 bytes); or says
 the same words with the same pauses whether the tool is declared or not, calling it only
 where it is ("recall_or_text": a stream's time to first token, with the tool and
 without); in an agent's loop, before each step ("agent_recall"). Given the tool's answer, it
@@ -24,6 +28,22 @@ TOOL = "context_recall"
 IDS = re.compile(r"recall ([trm][0-9a-f]{6})\b")
 BEFORE_CALL = "Let me look back at that."
 FIRST_TOKEN_DELAY_S = 0.05  # before its first words (a stream's time to first token)
+STORM = 200  # calls in one answer of "recall_storm"
+STORM_WORDS = ("weather", "garden", "vault", "river", "budget", "train", "music")
+STORM_ANSWER_TOKENS = 50
+
+
+def sized(raw_size: int, answer: dict[str, Any], limit: Any = None) -> dict[str, int]:
+    """A usage object sized by the request and the answer: a token per 4 bytes of each
+    (the answer's message, its calls included), at least STORM_ANSWER_TOKENS out, and no
+    more than the request's answer limit (as a model is cut there)."""
+    prompt = raw_size // 4
+    said = len(orjson.dumps(answer["choices"][0]["message"])) // 4
+    completion = max(STORM_ANSWER_TOKENS, said)
+    if type(limit) is int and limit > 0:
+        completion = min(completion, limit)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}  # fmt: skip
 
 
 def declared(body: dict[str, Any]) -> bool:
@@ -76,7 +96,7 @@ def plan(
     """What to say and which tools to call: (text, [(call id, tool name, arguments)])."""
     raw = orjson.dumps(body).decode()
     recalled = _recalled(body, api)
-    if recalled is not None and mode != "recall_forever":
+    if recalled is not None and mode not in ("recall_forever", "recall_storm_forever"):
         return "RECALLED: " + recalled, []
     if not declared(body):
         return BEFORE_CALL + " It was about the weather.", []
@@ -86,6 +106,11 @@ def plan(
     if ids:
         args["ids"] = ids[:1]
     calls = [("call_recall_" + str(raw.count(TOOL)), TOOL, args)]
+    if mode.startswith("recall_storm"):  # many calls in one answer, each its own query
+        n = raw.count(TOOL)
+        calls = [(f"call_recall_{n}_{k}", TOOL, {"query": f"{STORM_WORDS[k % 7]}{k}"})
+                 for k in range(STORM)]  # fmt: skip
+        return "", calls  # nothing said: only the calls
     client = _client_tool(body)
     if mode == "recall_mixed" and client is not None:
         calls.append(("call_client_1", client, {"city": "Paris"}))
@@ -102,6 +127,11 @@ def _question(body: dict[str, Any], api: str) -> str:
             if text and "tool_result" not in orjson.dumps(item).decode():
                 return text[-300:]
     return ""
+
+
+def continuation(body: dict[str, Any], api: str) -> bool:
+    """Whether the request continues an answer with the tool's answer (the proxy's round)."""
+    return _recalled(body, api) is not None
 
 
 def _recalled(body: dict[str, Any], api: str) -> str | None:
@@ -183,7 +213,8 @@ async def chat_chunks(
         args = call["function"]["arguments"]
         for part in (args[: len(args) // 2], args[len(args) // 2 :]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
-        await asyncio.sleep(0.2)  # a long call: what comes before it must not wait for it
+        if index == 0:  # a long call: what comes before it must not wait for it
+            await asyncio.sleep(0.2)
     yield chunk({}, answer["choices"][0]["finish_reason"])
     if usage:
         yield b"data: " + orjson.dumps({**base, "choices": [], "usage": answer["usage"]}) + b"\n\n"

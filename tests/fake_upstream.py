@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests import fake_agent_model, fake_messages, fake_recall, fake_responses
+from tests import fake_agent_model, fake_messages, fake_recall, fake_responses, fake_window
 
 TEXT_READ_WAIT_S = 10.0
 
@@ -62,6 +62,12 @@ class FakeUpstream:
     # until the call was whole would leave it unset).
     text_read: threading.Event | None = None
     text_read_in_time: bool | None = None
+    later_delay_s: float = 0.0  # how long the proxy's recall rounds (continuations) wait
+    # A context window counted the fake's own way (fake_window.py): a request over it is
+    # refused as the API refuses it, and an answer's prompt tokens are that count.
+    window: int | None = None
+    window_wording: str = "prompt"  # Messages: "prompt is too long", or "sum"
+    refused: int = 0  # requests refused for length
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -76,11 +82,26 @@ class FakeUpstream:
         self.summary_gate.set()
         self.prompt_cache = fake_messages.PromptCache()
         self.text_read, self.text_read_in_time = None, None
+        self.later_delay_s = 0.0
+        self.window, self.window_wording, self.refused = None, "prompt", 0
 
     async def _wait_text_read(self) -> None:
         event = self.text_read
         if event is not None:
             self.text_read_in_time = await asyncio.to_thread(event.wait, TEXT_READ_WAIT_S)
+
+    def too_long(self, rec: Recorded, api: str) -> Response | None:
+        """The API's refusal of a request over the fake's window, when it has one."""
+        if self.window is None:
+            return None
+        refused = fake_window.refusal(api, rec.body, self.window, self.window_wording)
+        if refused is None:
+            return None
+        self.refused += 1
+        return Response(refused, status_code=400, media_type="application/json")
+
+    def prompt_count(self, rec: Recorded, default: int, api: str = "chat") -> int:
+        return fake_window.count(rec.body, api) if self.window is not None else default
 
     def is_summary(self, rec: Recorded) -> bool:
         return self.summary_marker.encode() in rec.body
@@ -115,6 +136,9 @@ class FakeUpstream:
         mode = rec.headers.get("x-fake-mode", self.mode)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        refused = self.too_long(rec, "responses")
+        if refused is not None:
+            return refused
         if mode == "error":
             return Response(self.error_body, status_code=self.status if self.status >= 400 else 429)
         if mode == "hang":
@@ -131,6 +155,8 @@ class FakeUpstream:
             return Response(
                 orjson.dumps({"error": error}), status_code=400, media_type="application/json"
             )
+        if self.later_delay_s and fake_recall.continuation(body, "responses"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "responses", mode):
             answer = fake_recall.responses_answer(body, mode)
             if body.get("stream"):
@@ -145,6 +171,8 @@ class FakeUpstream:
         )
         if mode == "no_usage":
             answer["usage"] = None
+        elif self.window is not None:
+            answer["usage"]["input_tokens"] = self.prompt_count(rec, 0, "responses")
         if fake_responses.compaction_asked(body):  # server-side compaction (Codex's v2)
             answer["output"] = [fake_responses.compaction_item(rec.body)]
         if body.get("background") is True:  # queued: the answer is read later, usage unknown
@@ -186,6 +214,9 @@ class FakeUpstream:
         shape), else a Message (a tool loop in "agent" mode), plain or streamed."""
         rec = await self.record(request)
         mode = rec.headers.get("x-fake-mode", self.mode)
+        refused = self.too_long(rec, "messages")
+        if refused is not None:
+            return refused
         if mode == "error":
             error = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
             return Response(orjson.dumps(error), status_code=529, media_type="application/json")
@@ -197,6 +228,8 @@ class FakeUpstream:
                 "error": {"type": "invalid_request_error", "message": refused},
             }
             return Response(orjson.dumps(error), status_code=400, media_type="application/json")
+        if self.later_delay_s and fake_recall.continuation(body, "messages"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "messages", mode):
             answer = fake_recall.messages_answer(body, mode)
             if body.get("stream"):
@@ -209,6 +242,8 @@ class FakeUpstream:
         if mode == "cache":  # usage as Anthropic's prompt cache would bill the body
             answer["usage"] = self.prompt_cache.usage(body)
         answer["usage"]["input_tokens"] += fake_messages.fetched_tokens(body)
+        if self.window is not None:
+            answer["usage"]["input_tokens"] = self.prompt_count(rec, 0, "messages")
         told = rec.headers.get("x-fake-input-tokens")
         if told is not None:  # an upstream whose reports are off, either way
             answer["usage"] = {**answer["usage"], "input_tokens": int(told),
@@ -333,6 +368,9 @@ class FakeUpstream:
         mode = rec.headers.get("x-fake-mode", self.mode)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        refused = self.too_long(rec, "chat")
+        if refused is not None:
+            return refused
         if mode == "error":
             return Response(
                 self.error_body,
@@ -349,8 +387,12 @@ class FakeUpstream:
         if mode == "hang":
             await asyncio.sleep(3600)
         body = rec.json()
+        if self.later_delay_s and fake_recall.continuation(body, "chat"):
+            await asyncio.sleep(self.later_delay_s)
         if fake_recall.recalls(body, "chat", mode):
             answer = fake_recall.chat_answer(body, mode)
+            if mode.startswith("recall_storm"):  # usage sized by what was sent
+                answer["usage"] = fake_recall.sized(len(rec.body), answer, body.get("max_tokens"))
             if body.get("stream"):
                 gate = self._wait_text_read if self.text_read is not None else None
                 chunks = fake_recall.chat_chunks(body, answer, gate)
@@ -363,12 +405,13 @@ class FakeUpstream:
                 return StreamingResponse(events, media_type="text/event-stream")
             answer = fake_agent_model.completion(body, message)
             return Response(orjson.dumps(answer), media_type="application/json")
+        prompt = self.prompt_count(rec, 11)
         if body.get("stream"):
-            return self.stream(body, broken=mode == "break")
+            return self.stream(body, broken=mode == "break", prompt=prompt)
         usage = (
             None
             if mode == "no_usage"
-            else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+            else {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
         )
         if mode == "sized_usage":  # a token per word of the request, as a tokenizer would
             prompt = len(rec.body.split())
@@ -396,7 +439,7 @@ class FakeUpstream:
             answer["usage"] = usage
         return Response(orjson.dumps(answer), media_type="application/json")
 
-    def stream(self, body: dict[str, Any], broken: bool) -> StreamingResponse:
+    def stream(self, body: dict[str, Any], broken: bool, prompt: int = 11) -> StreamingResponse:
         include_usage = (body.get("stream_options") or {}).get("include_usage") is True
         words = self.reply_text.split(" ")
 
@@ -436,9 +479,9 @@ class FakeUpstream:
                             base,
                             choices=[],
                             usage={
-                                "prompt_tokens": 11,
+                                "prompt_tokens": prompt,
                                 "completion_tokens": len(words),
-                                "total_tokens": 11 + len(words),
+                                "total_tokens": prompt + len(words),
                             },
                         )
                     )

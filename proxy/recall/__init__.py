@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from proxy.recall import chat, messages, responses
-from proxy.recall.answer import Recalled, answer
+from proxy.recall.answer import MAX_CALLS, Recalled, answer, answer_round
 from proxy.recall.events import Call, EventSplitter, Round, add_usage
 from proxy.recall.lookup import Recallable
 from proxy.recall.tool import TOOL_NAME, declaration, may_declare, with_tool
@@ -66,6 +66,7 @@ APIS = {
 
 __all__ = [
     "APIS",
+    "MAX_CALLS",
     "TOOL_NAME",
     "Api",
     "Call",
@@ -76,6 +77,7 @@ __all__ = [
     "Splicer",
     "add_usage",
     "answer",
+    "answer_round",
     "declaration",
     "may_declare",
     "with_tool",

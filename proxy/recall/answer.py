@@ -10,11 +10,13 @@ with nothing in it are said in the answer itself: the model reads why, never a 5
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from proxy.recall.events import Call
 from proxy.recall.lookup import Recallable
 from proxy.types import Tokenizer
 
@@ -25,6 +27,17 @@ USAGE = (
     "parts left out)]"
 )
 MAX_IDS = 64  # ids read from one call
+# Calls of one answer served: each is a look through the whole history, and a model may
+# call the tool hundreds of times in one answer. The rest are told so, and why.
+MAX_CALLS = 8
+TOO_MANY = (
+    f"[context-proxy: not served: this answer called context_recall more than {MAX_CALLS} "
+    "times, and only the first were answered; ask for several ids, or one query, in a call]"
+)
+NOT_SERVED = "[context-proxy: not served, as the call before says]"  # short: there may be many
+NO_ROOM = "[context-proxy: the context window has no room left for a recall in this answer]"
+LAST = "[context-proxy: no more recalls in this answer: answer with what you have]"
+_MIN_ROOM = 64  # tokens: a recall smaller than this holds nothing worth the round
 MAX_QUERY_CHARS = 2_000
 _MIN_PART = 48  # tokens: a part cut shorter than this is not worth sending
 _CUT = "\n> […cut: the rest is over the recall's size]"
@@ -58,6 +71,34 @@ def read_arguments(arguments: Any) -> tuple[list[str], str] | None:
     if not ids and not query.strip():
         return None
     return ids, query[:MAX_QUERY_CHARS]
+
+
+def answer_round(
+    recallable: Recallable,
+    calls: Sequence[Call],
+    room: tuple[int, int],
+    tokenizer: Tokenizer,
+    last: bool,
+) -> tuple[list[tuple[str, str]], int]:
+    """The tool's answer to each call of one answer, by call id, and their tokens: the
+    first MAX_CALLS served, each within `room` (what one call may return, what all of them
+    may), the rest told they were not; `last`: each says no more rounds will follow."""
+    each, left = room
+    out: list[tuple[str, str]] = []
+    used = 0
+    for n, call in enumerate(calls):
+        space = min(each, left - used)
+        if n >= MAX_CALLS:
+            text = TOO_MANY if n == MAX_CALLS else NOT_SERVED
+        elif space < _MIN_ROOM:
+            text = NO_ROOM
+        else:
+            text = answer(recallable, call.arguments, space, tokenizer).text
+        if last:
+            text += "\n" + LAST
+        used += tokenizer.count_text(text)
+        out.append((call.id, text))
+    return out, used
 
 
 def answer(recallable: Recallable, arguments: Any, room: int, tokenizer: Tokenizer) -> Recalled:

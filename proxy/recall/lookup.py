@@ -25,13 +25,21 @@ _CONTEXT = 8  # the newest messages read as what the conversation is about now
 
 class Recallable:
     """The omitted parts of one request: the client's messages (`original`, as the planner
-    read them) against what was forwarded (`forwarded`, the planner's messages)."""
+    read them) against what was forwarded (`forwarded`, the planner's messages). `index`:
+    the words of histories read before (the planner's, relevance/), so a query scores the
+    history without reading it again; what a query needs of the request (its texts, what
+    was omitted) is read once, on the first query, and serves every call after it."""
 
-    def __init__(self, original: Sequence[Any], forwarded: Sequence[Any]) -> None:
+    def __init__(
+        self, original: Sequence[Any], forwarded: Sequence[Any], index: TermIndex | None = None
+    ) -> None:
         self._original = original
         self._forwarded = forwarded
+        self._index = index
         self._digests: list[str] | None = None
         self._sent: set[str] | None = None
+        self._texts: list[str] | None = None
+        self._omitted: set[int] | None = None
         # The current turn (the last user message on) is never omitted: where parts end.
         users = [i for i, m in enumerate(original) if _role(m) == "user"]
         self._end = users[-1] if users else len(original)
@@ -77,17 +85,21 @@ class Recallable:
         """The omitted messages that match `query`, the best first, with their scores:
         scored among the whole history (its words' rarity, each message's neighbours) with
         the newest messages as context, as the planner ranks older turns."""
-        omitted = set(self.omitted())
-        history = list(range(self._end))
-        texts = [text_of(self._original[i]) for i in history]
-        words = TermIndex()  # the history's words, read once for both scorings
+        if self._texts is None or self._omitted is None:
+            self._omitted = set(self.omitted())
+            self._texts = [text_of(self._original[i]) for i in range(self._end)]
+            if self._index is None:  # the history's words, read once for every query
+                self._index = TermIndex()
+        omitted, texts, words = self._omitted, self._texts, self._index
+        if not omitted:
+            return []
         plain = score_history(query, texts, spread=(), speaker=0.0, feedback=0.0, index=words)
         if not any(score > 0.0 for score in plain):
             return []  # no word of the query anywhere: the context alone matches nothing
         context = "\n".join(texts[-_CONTEXT:])
         scores = score_history(query, texts, context=context, index=words)
         ranked = sorted(
-            ((i, s) for i, s in zip(history, scores, strict=True) if i in omitted and s > 0.0),
+            ((i, s) for i, s in enumerate(scores) if i in omitted and s > 0.0),
             key=lambda p: (-p[1], -p[0]),
         )
         return ranked

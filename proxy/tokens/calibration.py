@@ -13,6 +13,10 @@ see, an upstream reporting nonsense) moves it no further than the next, and it c
 again as newer answers replace the odd ones. Whatever the answers, it stays within a band
 around the family's factor (0.8x to 1.6x: 1.0 to 2.0 for Claude), and it falls below the
 family's factor only after MIN_SAMPLES answers.
+
+An upstream that refuses a request as too long and says how many tokens it counted shows a
+ratio that was needed, not one answer among many: the factor is raised to it at once (the
+quantile would pass one answer over), and it holds for the next RECENT answers.
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ class _Seen:
     samples: int = 0
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     unsent: int = 0  # answers not yet handed to the shared state (with --state)
+    needed: float = 0.0  # the ratio a length refusal showed was needed
+    needed_for: int = 0  # answers it still holds for
+
+    def high(self) -> float:
+        """The ratio the factor follows: the recent answers' high quantile, or a refusal's."""
+        return max(high_ratio(list(self.recent)) if self.recent else 0.0, self.needed)
 
 
 class CountCalibration:
@@ -76,16 +86,35 @@ class CountCalibration:
             seen.unsent += 1
             # Clamped as it comes in: an answer past the band counts as the band's edge.
             seen.recent.append(min(max(reported / raw, low), high))
-            return self._settle(key, seen.samples, high_ratio(list(seen.recent)), start)
+            if seen.needed_for:
+                seen.needed_for -= 1
+                seen.needed = seen.needed if seen.needed_for else 0.0
+            return self._settle(key, seen.samples, seen.high(), start)
+
+    def refused(self, key: str, raw: float, reported: int, start: float) -> float | None:
+        """Take an upstream's count of a request it refused as too long against the raw
+        estimate of what was sent: the factor at once at least that ratio (within the
+        band); the new factor when it moved, else None."""
+        if raw <= 0 or reported <= 0 or not math.isfinite(raw):
+            return None
+        low, high = band(start)
+        with self._lock:
+            seen = self._seen_for(key)
+            if seen is None:
+                return None
+            seen.needed = max(seen.needed, min(max(reported / raw, low), high))
+            seen.needed_for = RECENT
+            seen.unsent += 1
+            return self._settle(key, max(seen.samples, 1), seen.high(), start)
 
     def take_unsent(self) -> dict[str, tuple[int, float]]:
         """Answers seen here since the last call and this replica's high ratio, by key: what
         the shared state adds to the fleet's."""
         with self._lock:
             out = {
-                k: (s.unsent, high_ratio(list(s.recent)))
+                k: (s.unsent, s.high())
                 for k, s in self._seen.items()
-                if s.unsent and s.recent
+                if s.unsent and (s.recent or s.needed)
             }
             for key in out:
                 self._seen[key].unsent = 0
@@ -109,8 +138,7 @@ class CountCalibration:
             seen = self._seen_for(key)
             if seen is None:
                 return None
-            own = high_ratio(list(seen.recent)) if seen.recent else 0.0
-            fleet = max(own, min(max(ratio, low), high))
+            fleet = max(seen.high(), min(max(ratio, low), high))
             return self._settle(key, max(seen.samples, samples), fleet, start)
 
     def _seen_for(self, key: str) -> _Seen | None:

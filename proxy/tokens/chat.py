@@ -78,6 +78,11 @@ class ChatTokenizer:
     def estimated(self) -> bool:
         return self._factor != 1.0
 
+    def scaled(self, factor: float) -> ChatTokenizer:
+        """The same counting, its base encoding's counts times `factor` (a retry planned
+        to an upstream's own count)."""
+        return ChatTokenizer(self._text, self._cache, self._images, factor, self._priming)
+
     def count_text(self, text: str) -> int:
         key = hash(("t", self._tag, text))
         count = self._cache.get(key)

@@ -45,6 +45,7 @@ _FACTORS = (
 _DEFAULT_FACTOR = 1.25
 
 
+MAX_LEARNED = 1024  # windows upstreams said are smaller: model names come from clients
 KEY_SEPARATOR = "\t"  # in neither a URL nor a model name a client can get past the limits
 
 
@@ -67,6 +68,7 @@ class TokenCounter:
         self._tokenizers: dict[tuple[str, float, ImageRule, int], ChatTokenizer] = {}
         self._by_model: dict[tuple[str, str | None, str], ChatTokenizer] = {}
         self.calibration = CountCalibration()  # estimated models' factors, from answers
+        self._windows: dict[str, int] = {}  # windows upstreams said are smaller, by key
 
     def for_model(self, model: str, policy: Policy, upstream: str = "") -> Tokenizer:
         """The tokenizer for `model` under `policy` (its `models.<name>.tokenizer` first);
@@ -99,6 +101,29 @@ class TokenCounter:
         start = _tiktoken_for(base_model(model))[1]
         key = calibration_key(upstream, model)
         return self._rebuilt(key, self.calibration.observe(key, counted / used, reported, start))
+
+    def observe_refused(
+        self, model: str, counted: int, used: float, reported: int, upstream: str = ""
+    ) -> float | None:
+        """An upstream's count of a request to it, for `model`, that it refused as too long
+        (the estimate counted `counted` with factor `used`): the model's factor there
+        raised to it at once; the new factor when it moved, else None."""
+        start = _tiktoken_for(base_model(model))[1]
+        key = calibration_key(upstream, model)
+        return self._rebuilt(key, self.calibration.refused(key, counted / used, reported, start))
+
+    def learn_window(self, upstream: str, model: str, window: int) -> None:
+        """`upstream` takes no more than `window` tokens (as the proxy counts them) for
+        `model`: what its length refusal said, kept for the requests after."""
+        key = calibration_key(upstream, model)
+        if key in self._windows or len(self._windows) < MAX_LEARNED:
+            self._windows[key] = min(window, self._windows.get(key, window))
+
+    def window_at(self, window: int, upstream: str, model: str) -> int:
+        """`window` (the configured one) or, when `upstream` said it takes less for
+        `model`, that."""
+        learned = self._windows.get(calibration_key(upstream, model))
+        return window if learned is None else min(window, learned)
 
     def install_calibration(self, key: str, samples: int, ratio: float) -> float | None:
         """The fleet's figures for a calibration key (from the shared state): the new

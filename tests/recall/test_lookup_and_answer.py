@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from proxy.planner.parts.recall_ids import recall_id
-from proxy.recall import Recallable, answer, may_declare, with_tool
-from proxy.recall.answer import USAGE, read_arguments
+from proxy.recall import MAX_CALLS, Call, Recallable, answer, answer_round, may_declare, with_tool
+from proxy.recall.answer import LAST, NO_ROOM, NOT_SERVED, TOO_MANY, USAGE, read_arguments
+from proxy.relevance import TermIndex
 from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
@@ -146,3 +147,49 @@ def test_the_tool_goes_after_the_clients_own_in_fixed_bytes() -> None:
     assert a["tools"][1]["function"]["name"] == "context_recall"
     assert with_tool({}, "messages")["tools"][0]["name"] == "context_recall"
     assert with_tool({}, "responses")["tools"][0]["name"] == "context_recall"
+
+
+def test_one_answer_serves_its_first_calls_and_tells_the_rest_why_not() -> None:
+    """A model may call the tool hundreds of times in one answer: the first MAX_CALLS are
+    served, the first past them says why it was not, and the others say so briefly."""
+    msgs = chat()
+    r = Recallable(msgs, forwarded(msgs, {0, 1, 2, 9, 10}))
+    calls = [Call(f"c{n}", {"query": "vault code"}) for n in range(MAX_CALLS + 5)]
+    out, used = answer_round(r, calls, (4000, 100_000), WORDS, last=False)
+    assert [i for i, _ in out] == [c.id for c in calls]  # every call answered
+    texts = [t for _, t in out]
+    assert all("7-4-1-9" in t for t in texts[:MAX_CALLS])
+    assert texts[MAX_CALLS] == TOO_MANY and set(texts[MAX_CALLS + 1 :]) == {NOT_SERVED}
+    assert used == sum(WORDS.count_text(t) for t in texts)
+
+
+def test_one_answer_stays_within_the_room_the_window_leaves() -> None:
+    msgs = chat()
+    r = Recallable(msgs, forwarded(msgs, {0, 1, 2, 9, 10}))
+    calls = [Call(f"c{n}", {"query": "vault code dog Rex"}) for n in range(3)]
+    out, used = answer_round(r, calls, (4000, 70), WORDS, last=True)
+    texts = [t for _, t in out]
+    assert "7-4-1-9" in texts[0] and texts[1].startswith(NO_ROOM)
+    assert used - WORDS.count_text(texts[0]) < 70  # past the room, only the notes
+    assert all(t.endswith(LAST) for t in texts)
+
+
+def test_queries_score_with_the_index_they_are_given_and_read_the_history_once() -> None:
+    """The server's word index (the planner's) serves the lookups: the history's texts are
+    read into it once, on the first query, and every query after scores against it."""
+    msgs = chat()
+    index = TermIndex()
+    r = Recallable(msgs, forwarded(msgs, {0, 1, 2, 9, 10}), index)
+    found = r.matching("vault code")
+    assert found and found[0][0] == 3
+    read = index._read_in_batches
+    new: list[list[str]] = []
+
+    def reading(documents: list[str]) -> Any:
+        new.append(documents)
+        return read(documents)
+
+    index._read_in_batches = reading  # type: ignore[method-assign]
+    assert r.matching("dog Rex")[0][0] == 6
+    assert r.matching("zebra") == []
+    assert new == []  # no text of the history read again

@@ -162,3 +162,30 @@ def test_a_document_image_or_server_tool_is_not_all_text() -> None:
     assert not cost_in_text({**text, "tools": [{"type": "web_search_20250305"}]})
     assert not cost_in_text({**text, "mcp_servers": []})
     assert cost_in_text({**text, "tools": [{"name": "f", "input_schema": {}}]})
+
+
+def test_a_length_refusal_raises_the_factor_at_once_and_holds_for_the_recent_answers() -> None:
+    """Twenty answers at 1.10 settled the factor; one refusal counted 1.40 of the raw
+    estimate: the high quantile would pass it over as one answer of 21, but the upstream
+    refused the request, so the factor rises to it at once and stays while the next
+    RECENT answers come in; then it follows them again."""
+    calibration = CountCalibration()
+    for _ in range(20):
+        calibration.observe("claude-x", 1000, 1100, 1.25)
+    settled = calibration.factor("claude-x") or 1.25
+    assert settled < 1.4
+    raised = calibration.refused("claude-x", 1000, 1400, 1.25)
+    assert raised == math.ceil(1.4 * (1 + FLOOR_MARGIN) * 1000) / 1000
+    for _ in range(RECENT - 1):
+        calibration.observe("claude-x", 1000, 1100, 1.25)
+        assert calibration.factor("claude-x") == raised
+    calibration.observe("claude-x", 1000, 1100, 1.25)
+    assert (calibration.factor("claude-x") or 1.25) < raised
+    assert calibration.refused("claude-x", 1000, 10**9, 1.25) == band(1.25)[1]  # bounded
+    assert calibration.refused("claude-x", 0, 1400, 1.25) is None
+
+
+def test_a_refusal_reaches_the_fleet_with_the_ratio_it_showed() -> None:
+    calibration = CountCalibration()
+    calibration.refused("claude-x", 1000, 1500, 1.25)
+    assert calibration.take_unsent() == {"claude-x": (1, 1.5)}

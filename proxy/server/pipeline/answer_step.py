@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import orjson
 
-from proxy.errors import UpstreamUnreachable
+from proxy.errors import ProxyError, UpstreamUnreachable
 from proxy.server.core import responses
 from proxy.server.core.services import Services
 from proxy.server.pipeline.estimates import estimate_completion
@@ -72,10 +72,11 @@ async def relay_stream(
     tokenizer: Tokenizer,
     tap: StreamTap,
     error_event: Callable[[str, str, str], bytes],
-    source: AsyncIterator[bytes] | None = None,
+    source: AsyncGenerator[bytes] | None = None,
 ) -> AsyncGenerator[bytes]:
     """Pass events on as they arrive (the upstream's, or what `source` makes of them: the
-    rounds of a recall); on a break, one error event and a clean end."""
+    rounds of a recall); on a break, or a later round that could not go, one error event
+    and a clean end."""
     status, error = 200, None
     try:
         async for chunk in source if source is not None else upstream.chunks():
@@ -93,6 +94,9 @@ async def relay_stream(
         status = 504 if exc.timed_out else 502
         error = "upstream_timeout" if exc.timed_out else "upstream_stream_broken"
         yield error_event(f"The upstream stream ended abnormally: {exc}", "upstream_error", error)
+    except ProxyError as exc:  # a later round refused (a limit) or failed upstream
+        status, error = exc.status, exc.code or exc.type
+        yield error_event(exc.message, exc.type, error)
     except (asyncio.CancelledError, GeneratorExit) as exc:  # the client left, or the server stops
         status, error = 499, "client_disconnected"
         if services.stopping:  # the grace period is over: the server cut it, not the client
@@ -105,6 +109,8 @@ async def relay_stream(
         raise
     finally:
         upstream.close()
+        if source is not None:  # its rounds closed, and what they used noted, before the row
+            await source.aclose()
         ex.upstream_ended = time.perf_counter()
         ex.take_usage(tap.usage)
         if not ex.usage_from_upstream:

@@ -42,12 +42,14 @@ class Holding(Protocol):
     held_micro_usd: int
     fleet_held: tuple[int, int]
     fleet_tried: tuple[bool, bool]
+    fleet_rounds: list[str]
 
 
 def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, int]) -> None:
     """The exchange's holds let go as it is booked: here, and in Redis (--state) at once,
     what it used (tokens, millionths of a dollar) counted in the fleet's counters in the
-    same step; an entry it tried to reserve and did not hear back of, cancelled."""
+    same step; an entry it tried to reserve and did not hear back of, cancelled, and so
+    are its later rounds' entries (what they used is counted with the request's)."""
     if ex.held:
         services.quotas.release(team, ex.held)
         ex.held = 0
@@ -58,7 +60,11 @@ def let_go_holds(ex: Holding, services: Services, team: str, used: tuple[int, in
     for book, amount, tried, spent in zip(shared, ex.fleet_held, ex.fleet_tried, used, strict=True):
         if book is not None and (amount or tried):
             book.release(team, ex.request_id, spent if amount else 0)
-    ex.fleet_held, ex.fleet_tried = (0, 0), (False, False)
+    for entry in ex.fleet_rounds:
+        for book in shared:
+            if book is not None:
+                book.release(team, entry, 0)
+    ex.fleet_held, ex.fleet_tried, ex.fleet_rounds = (0, 0), (False, False), []
 
 
 class Rated(Protocol):

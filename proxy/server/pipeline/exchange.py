@@ -78,6 +78,7 @@ class Exchange:
     held_micro_usd: int = 0  # and millionths of a dollar, against a hard dollar quota
     fleet_held: tuple[int, int] = (0, 0)  # of those, reserved in Redis (--state): let go there
     fleet_tried: tuple[bool, bool] = (False, False)  # a reserve sent there (answered or not)
+    fleet_rounds: list[str] = field(default_factory=list)  # later rounds' own entries there
     count_factor: float = 1.0  # the estimate's factor the request was counted with (1: exact)
     count_upstream: str = ""  # where it goes: an estimate is calibrated per upstream
     countable: bool = True  # all its parts' cost known (no URL document, no server tool)

@@ -111,6 +111,7 @@ async def plan(
     tags: int = 0,
     inclusion: bool | None = None,
     reserve: int | Callable[[], int] = 0,
+    upstream: str | None = None,
 ) -> PlanOutcome:
     """`plan_request`, in a worker thread for a big body (see plan_in_thread). A failure
     that is not the request's fault (a bug) forwards the request as it came when
@@ -119,10 +120,13 @@ async def plan(
     `inclusion` says whether this route records one (default: routes that forward, i.e.
     `fail_open`; the plan endpoint forwards nothing, so nothing went in). `reserve`: the
     tokens the recall tool's declaration adds to a request that is trimmed (a callable:
-    counted only for a request that is)."""
+    counted only for a request that is). `upstream`: where it goes, when that upstream
+    may have said its window is smaller than the policy's (length_step.py)."""
     window = services.windows.lookup(body["model"], policy)
     if window is None:
         note_unknown_model(services, body["model"], policy.team)
+    elif upstream is not None:
+        window = services.counter.window_at(window, upstream, body["model"])
     extra: list[ExtraSummary] = cached.found if cached is not None else []
     in_thread = plan_in_thread(body, tokenizer, size, tags)
     try:

@@ -14,41 +14,59 @@ from proxy.server.core.services import Services
 from proxy.server.pipeline.exchange import Exchange
 
 
-def check_quota(services: Services, ex: Exchange, use: tuple[int, int] | None = None) -> None:
+def check_quota(
+    services: Services, ex: Exchange, use: tuple[int, int] | None = None
+) -> tuple[int, int]:
     """429 when the team's hard quota (tokens or dollars) is spent, what requests in flight
     hold counted; with `use` (the prompt as planned and the answer it may get), the request
-    then holds its tokens and their price until it is booked. No await between the check
-    and the hold: requests on the event loop are admitted one at a time."""
+    then holds its tokens and their price until it is booked: what it took now (tokens,
+    millionths of a dollar). No await between the check and the hold: requests on the
+    event loop are admitted one at a time."""
     assert ex.policy is not None
     quotas = ex.policy.quotas
     tokens = quotas.daily_tokens is not None or quotas.monthly_tokens is not None
     dollars = quotas.daily_usd is not None or quotas.monthly_usd is not None
     if not (tokens or dollars):
-        return
+        return 0, 0
     if services.books.pending:  # the requests just finished count too
         services.books.drain()
-    hold_micro = 0
+    hold_micro = held = 0
     if dollars and quotas.hard_limit:
         hold_micro = check_spend(services, ex, use)
     if tokens:
-        check_tokens(services, ex, sum(use) if use else 0)
+        held = check_tokens(services, ex, sum(use) if use else 0)
     if hold_micro:  # held only once both quotas admitted it
         services.spend.hold(ex.policy.team, hold_micro)
         ex.held_micro_usd += hold_micro
+    return held, hold_micro
 
 
-async def hold_in_fleet(services: Services, ex: Exchange) -> None:
+async def hold_round(services: Services, ex: Exchange, use: tuple[int, int]) -> None:
+    """A later upstream round of the request (a recall's continuation) held as the request
+    was, here and in the fleet, under an entry of its own: `use`, its prompt and its answer
+    limit. Refused: a QuotaExceeded, the round's holds let go (the earlier rounds' stay
+    until the request is booked)."""
+    await hold_in_fleet(services, ex, check_quota(services, ex, use))
+
+
+async def hold_in_fleet(
+    services: Services, ex: Exchange, round_held: tuple[int, int] | None = None
+) -> None:
     """With --state and a hard quota: what the request holds (check_quota) is reserved in
     Redis against the whole fleet's counts and holds, so that replicas admitting at once
-    cannot each spend the quota. Refused there: a 429, its holds let go. Redis not
+    cannot each spend the quota; `round_held`: what a later round of it took (hold_round),
+    reserved as an entry of its own. Refused there: a 429, those holds let go. Redis not
     answering in time: the replica's own check stands (as without shared state), and an
     entry Redis makes late is cancelled when the request is booked."""
     policy = ex.policy
-    if policy is None or not policy.quotas.hard_limit or (ex.held, ex.held_micro_usd) == (0, 0):
+    amounts = round_held if round_held is not None else (ex.held, ex.held_micro_usd)
+    if policy is None or not policy.quotas.hard_limit or amounts == (0, 0):
         return
+    entry = ex.request_id
+    if round_held is not None:
+        entry = f"{ex.request_id}.r{len(ex.fleet_rounds) + 1}"
     dollars = policy.quotas.in_micro_usd()
     books = (services.shared, services.shared_spend)
-    amounts = (ex.held, ex.held_micro_usd)
     limits = ((policy.quotas.daily_tokens, policy.quotas.monthly_tokens),
               (dollars.daily_tokens, dollars.monthly_tokens))  # fmt: skip
     reserved, tried = [0, 0], [False, False]
@@ -56,14 +74,14 @@ async def hold_in_fleet(services: Services, ex: Exchange) -> None:
         if shared is None or amount <= 0 or limit == (None, None):
             continue
         tried[k] = True
-        answer = await shared.reserve(policy.team, ex.request_id, amount, limit)
+        answer = await shared.reserve(policy.team, entry, amount, limit)
         if answer is False:
             for other, went in zip(books, tried, strict=True):
                 if other is not None and went:  # what it held there, or may hold late
-                    other.release(policy.team, ex.request_id, 0)
-            services.quotas.release(policy.team, ex.held)
-            services.spend.release(policy.team, ex.held_micro_usd)
-            ex.held = ex.held_micro_usd = 0
+                    other.release(policy.team, entry, 0)
+            services.quotas.release(policy.team, amounts[0])
+            services.spend.release(policy.team, amounts[1])
+            ex.held, ex.held_micro_usd = ex.held - amounts[0], ex.held_micro_usd - amounts[1]
             what = "token quota" if k == 0 else "budget"
             period = "day" if limit[0] is not None else "month"
             raise QuotaExceeded(
@@ -73,16 +91,20 @@ async def hold_in_fleet(services: Services, ex: Exchange) -> None:
             )
         if answer:
             reserved[k] = amount
-    ex.fleet_held = (reserved[0], reserved[1])
-    ex.fleet_tried = (tried[0], tried[1])
+    if round_held is None:
+        ex.fleet_held = (reserved[0], reserved[1])
+        ex.fleet_tried = (tried[0], tried[1])
+    elif any(tried):  # let go (as cancelled: its use is counted with the request's) when booked
+        ex.fleet_rounds.append(entry)
 
 
-def check_tokens(services: Services, ex: Exchange, expected: int) -> None:
+def check_tokens(services: Services, ex: Exchange, expected: int) -> int:
+    """429 when the team's token quota is spent; the tokens the request holds now."""
     assert ex.policy is not None
     quotas, team, book = ex.policy.quotas, ex.policy.team, services.quotas
     ex.quota = status = book.status(team, quotas, ex.policy.thresholds)
     if not quotas.hard_limit or status.limit is None:
-        return
+        return 0
     used = status.used + book.held.get(team, 0)
     if used >= status.limit:
         period = status.period or "day"
@@ -92,9 +114,11 @@ def check_tokens(services: Services, ex: Exchange, expected: int) -> None:
             f"in flight, of {status.limit:,}).",
             seconds_until_reset(period),
         )
-    if expected > 0:
-        book.hold(team, expected)
-        ex.held += expected
+    if expected <= 0:
+        return 0
+    book.hold(team, expected)
+    ex.held += expected
+    return expected
 
 
 def check_spend(services: Services, ex: Exchange, use: tuple[int, int] | None) -> int:

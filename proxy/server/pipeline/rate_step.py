@@ -62,14 +62,16 @@ async def count_request(services: Services, ex: Exchange, key: str | None) -> No
 
 async def take_tokens(services: Services, ex: Exchange, use: Sequence[int]) -> None:
     """The request's tokens at most (prompt as planned, answer limit) taken from its
-    tokens-per-minute buckets; settled when it is booked (settle_tokens)."""
+    tokens-per-minute buckets, for each upstream round it makes; settled when it is booked
+    (settle_rates), on what all its rounds used."""
     assert ex.policy is not None
     tokens = _limits(ex.policy, ex.rate_key, "tokens")
     if not tokens:
         return
     amount = float(sum(use))
     await _draw(services, ex, [Draw(b, limit, amount) for b, limit in tokens])
-    ex.rate_taken, ex.rate_buckets = amount, tuple(tokens)  # settled as it is booked
+    ex.rate_taken += amount  # settled as it is booked
+    ex.rate_buckets = tuple(tokens)
 
 
 async def _draw(services: Services, ex: Exchange, draws: list[Draw]) -> None:

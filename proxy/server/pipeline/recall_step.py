@@ -5,21 +5,24 @@ Before the plan: whether the tool may go in this request, and what its declarati
 (the plan leaves that much room). After it: the tool is declared when the plan left
 anything out. An answer that calls only the tool is continued upstream with the model's
 message and the tool's answers, served from the request in flight, at most
-`recall.rounds` times; each round is held against the team's quota before it goes, and the
-usage row sums them all. A plain answer is merged into one for the client; a stream is
-spliced as it comes (recall/), never held back.
+`recall.rounds` times, and at most recall.MAX_CALLS calls of each answer served: the
+answers are made in the heavy slot, off the event loop (a model may call the tool hundreds
+of times in one answer). Each round is counted and held as a request is (rounds.py) and
+the usage row sums them all. A plain answer is merged into one for the client; a stream is
+spliced as it comes (recall/), never held back. A round that cannot go (a limit refuses
+it, the upstream fails it) ends the answer with that failure: the client never gets an
+answer cut where the model asked for more.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from proxy.errors import ProxyError, QuotaExceeded
+from proxy.errors import UpstreamUnreachable
 from proxy.planner import PlanOutcome, max_output
 from proxy.policy import Policy
 from proxy.recall import (
@@ -29,21 +32,17 @@ from proxy.recall import (
     Recallable,
     Round,
     Splicer,
-    add_usage,
-    answer,
+    answer_round,
     declaration,
     may_declare,
 )
+from proxy.recall.events import add_usage
 from proxy.server.core.services import Services
 from proxy.server.pipeline.exchange import Exchange
-from proxy.server.pipeline.quota_step import check_quota, expected_use
-from proxy.summaries import SummaryTarget
+from proxy.server.pipeline.plan_step import off_loop
+from proxy.server.pipeline.rounds import Rounds, round_failed
 from proxy.tokens import ChatTokenizer
 from proxy.upstream import UpstreamResponse
-
-NO_ROOM = "[context-proxy: the context window has no room left for a recall in this answer]"
-LAST = "[context-proxy: no more recalls in this answer: answer with what you have]"
-_MIN_ROOM = 64  # tokens: a recall smaller than this holds nothing worth the round
 
 
 @dataclass(slots=True)
@@ -63,24 +62,22 @@ class RecallRun:
     def may_continue(self) -> bool:
         return self.rounds < self.policy.recall.rounds
 
-    def results(
-        self, recalled: Round, tokenizer: ChatTokenizer, spent: int
-    ) -> list[tuple[str, str]]:
-        """The tool's answer to each call of a round, within what the window leaves (less
-        `spent`: the rounds' answers so far); the last round allowed says it is."""
-        out: list[tuple[str, str]] = []
+    def continued(
+        self, sent: bytes, recalled: Round, said: dict[str, Any], tokenizer: ChatTokenizer,
+        spent: int,
+    ) -> bytes:  # fmt: skip
+        """The next round's body: what was sent last (`sent` at first), the model's answer
+        (`said`, its recall calls) and the tool's answers, within what the window leaves
+        (less `spent`: the model's answers so far). Heavy (a look through the history per
+        call, the body read and written whole): run in the heavy slot."""
+        body = self.body if self.body is not None else orjson.loads(sent)
         last = self.rounds + 1 >= self.policy.recall.rounds
-        for call in recalled.calls:
-            room = min(self.policy.recall.max_tokens, self.room - self.recalled - spent)
-            if room < _MIN_ROOM:
-                text = NO_ROOM
-            else:
-                text = answer(self.recallable, call.arguments, room, tokenizer).text
-            if last:
-                text += "\n" + LAST
-            self.recalled += tokenizer.count_text(text)
-            out.append((call.id, text))
-        return out
+        room = (self.policy.recall.max_tokens, self.room - self.recalled - spent)
+        results, used = answer_round(self.recallable, recalled.calls, room, tokenizer, last)
+        self.recalled += used
+        self.body = self.api.continued(body, said, results)
+        self.rounds += 1
+        return orjson.dumps(self.body)
 
 
 def recall_reserve(
@@ -130,85 +127,75 @@ def open_recall(
     limit = max_output(neutral)
     room = left - limit if limit is not None else left // 2
     original = neutral.get("messages") or []
-    recallable = Recallable(original, outcome.body.get("messages") or [])
+    recallable = Recallable(original, outcome.body.get("messages") or [], services.kept.terms)
     services.metrics.recall_declared.labels(ex.policy.team).inc()
     return RecallRun(APIS[ex.api], recallable, ex.policy, outcome.tokens_after, room)
 
 
-def _held(services: Services, ex: Exchange, run: RecallRun, spent: int) -> bool:
-    """Whether the next round may go: held against the team's quota first (its prompt as
-    far as it is known, and its answer limit)."""
-    prompt = run.prompt + run.recalled + spent
-    hold = run.policy.quotas.answer_hold_tokens
-    try:
-        check_quota(services, ex, expected_use(prompt, run.body or {}, hold))
-    except QuotaExceeded:
-        return False
-    return True
-
-
 async def plain_rounds(
     services: Services,
-    ex: Exchange,
     run: RecallRun,
-    sent: tuple[bytes, SummaryTarget],
+    rounds: Rounds,
+    sent: bytes,
     first: bytes,
     tokenizer: ChatTokenizer,
-) -> bytes:
-    """The client's answer to a plain request whose answer may call the tool: continued
-    while it calls only the tool (at most `recall.rounds` times), merged into one."""
+) -> tuple[UpstreamResponse | None, bytes]:
+    """The client's answer to a plain request (`sent`) whose answer (`first`) may call the
+    tool: continued while it calls only the tool (at most `recall.rounds` times), merged
+    into one. A round the upstream answers with an error: that round's answer (the
+    upstream's own error, passed on); one that cannot go raises why."""
     try:
         parsed = orjson.loads(first)
     except orjson.JSONDecodeError:
-        return first
+        return None, first
     if not isinstance(parsed, dict):
-        return first
-    payload, target = sent
-    rounds = [parsed]
+        return None, first
+    said = [parsed]
     usage = parsed.get("usage")
-    while True:
-        found = run.api.plain_round(rounds[-1])
-        if not found.only_recall or not run.may_continue:
-            break
-        spent = _completion(found)
-        if not _held(services, ex, run, spent):
-            break
-        run.body = run.body if run.body is not None else orjson.loads(payload)
-        results = run.results(found, tokenizer, spent)
-        run.body = run.api.continued(run.body, rounds[-1], results)
-        run.rounds += 1
-        try:
-            upstream = await services.upstream.send(
-                "POST", target.url, target.headers, orjson.dumps(run.body), target.timeouts, False
+    rounds.used(usage)
+    try:
+        while True:
+            found = run.api.plain_round(said[-1])
+            if not found.only_recall or not run.may_continue:
+                break
+            spent = _completion(found)
+            body = await off_loop(
+                services, run.policy.team, run.continued, sent, found, said[-1], tokenizer, spent
             )
+            await rounds.admit(run.prompt + run.recalled + spent)
+            upstream = await rounds.send(body, False)
             more = await upstream.read()
-        except ProxyError:  # unreachable, timed out: the answer so far
-            break
-        if not 200 <= upstream.status < 300:
-            break  # the answer so far, rather than a failure the client never asked for
-        try:
-            nxt = orjson.loads(more)
-        except orjson.JSONDecodeError:
-            break
-        if not isinstance(nxt, dict):
-            break
-        rounds.append(nxt)
-        usage = add_usage(usage, nxt.get("usage"))
-    _note(services, ex, run)
-    return orjson.dumps(run.api.client_answer(rounds, usage))
+            if not 200 <= upstream.status < 300:
+                return upstream, more  # the upstream's own error, as it gave it
+            try:
+                nxt = orjson.loads(more)
+            except orjson.JSONDecodeError:
+                nxt = None
+            if not isinstance(nxt, dict):
+                raise UpstreamUnreachable(
+                    "The upstream answered a continuation of this answer with something "
+                    "that is not JSON.",
+                    code="upstream_invalid_response",
+                )
+            said.append(nxt)
+            usage = add_usage(usage, nxt.get("usage"))
+            rounds.used(usage)
+    finally:
+        _note(services, rounds.ex, run)
+    return None, orjson.dumps(run.api.client_answer(said, usage))
 
 
 async def stream_rounds(
     services: Services,
-    ex: Exchange,
     run: RecallRun,
-    sent: tuple[bytes, SummaryTarget],
+    rounds: Rounds,
+    sent: bytes,
     first: UpstreamResponse,
     tokenizer: ChatTokenizer,
-) -> AsyncIterator[bytes]:
-    """A stream whose answer may call the tool, spliced for the client round after round:
-    every event the client should get passes as it arrives."""
-    payload, target = sent
+) -> AsyncGenerator[bytes]:
+    """A stream (`sent`) whose answer may call the tool, spliced for the client round
+    after round: every event the client should get passes as it arrives. A round that
+    cannot go raises why (the relay ends the stream with it)."""
     splicer: Splicer = run.api.splicer()
     upstream = first
     try:
@@ -224,36 +211,26 @@ async def stream_rounds(
                 out = splicer.feed(rest)
                 if out:
                     yield out
+            rounds.used(splicer.usage)
             found = splicer.recalled
             if not found.only_recall or not run.may_continue:
                 break
-            spent = _completion(found)
-            if not _held(services, ex, run, spent):
-                break
-            run.body = run.body if run.body is not None else orjson.loads(payload)
-            results = run.results(found, tokenizer, spent)
-            run.body = run.api.continued(run.body, splicer.answer, results)
-            run.rounds += 1
             upstream.close()
-            try:
-                upstream = await services.upstream.send(
-                    "POST",
-                    target.url,
-                    target.headers,
-                    orjson.dumps(run.body),
-                    target.timeouts,
-                    True,
-                )
-            except ProxyError:  # unreachable, timed out: the answer so far
-                break
+            spent = _completion(found)
+            said = splicer.answer
+            body = await off_loop(
+                services, run.policy.team, run.continued, sent, found, said, tokenizer, spent
+            )
+            await rounds.admit(run.prompt + run.recalled + spent)
+            upstream = await rounds.send(body, True)
             if upstream.status != 200:
-                break
+                raise round_failed(upstream.status)
             splicer.next_round()
         yield splicer.closing()
     finally:
         upstream.close()
-        ex.upstream_ended = time.perf_counter()
-        _note(services, ex, run)
+        rounds.ended()
+        _note(services, rounds.ex, run)
 
 
 def _completion(found: Round) -> int:
