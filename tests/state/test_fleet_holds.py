@@ -19,7 +19,7 @@ import httpx
 import orjson
 import redis
 
-from proxy.state.counter_keys import holds_key
+from proxy.state.counter_keys import MARKER_KEY, holds_key
 from proxy.state.holds import FleetHolds
 from proxy.state.redis_link import Health
 from proxy.usage import Metrics
@@ -44,6 +44,12 @@ def holds(server: RedisServer, team: str = "default") -> dict[str, str]:
 def rows(tmp_path: Path) -> list[dict[str, Any]]:
     lines = b"".join(p.read_bytes() for p in tmp_path.glob("usage-*.jsonl"))
     return [orjson.loads(line) for line in lines.splitlines() if line]
+
+
+async def knows_the_fleet(client: Any, holds_: FleetHolds) -> None:
+    """The fleet's marker in Redis, known to `holds_` as a sync would have read it."""
+    await client.set(MARKER_KEY, "fleet-1", nx=True)
+    holds_.epoch = await client.get(MARKER_KEY)
 
 
 def dropped(url: str, body: object) -> None:
@@ -133,6 +139,7 @@ def test_a_reserve_redis_applies_late_is_cancelled(redis_server: RedisServer) ->
         client = Redis.from_url(redis_server.url, decode_responses=True)
         now = datetime.now(UTC)
         holds_ = FleetHolds(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
         assert await holds_.reserve("t", "req-1", 500, (4000, None)) is True
         before = dict(await client.hgetall(holds_key("t")))
         holds_.release("t", "req-1", 0)  # not known as reserved: cancelled, counting nothing
@@ -206,6 +213,7 @@ def test_a_replicas_next_reserve_sees_its_own_release(redis_server: RedisServer)
         client = Redis.from_url(redis_server.url, decode_responses=True)
         now = datetime.now(UTC)
         holds_ = SlowToSend(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
         got = []
         for n in range(5):  # a new team each time: 50 is each one's whole quota
             first = await holds_.reserve(f"t{n}", f"a{n}", 60, (50, None))
