@@ -31,9 +31,7 @@ def team_policies(folder: Path, teams: dict[str, str]) -> dict[str, str]:
     keys = {}
     for team, body in teams.items():
         key = keys[team] = f"sk-{team}-fleet-test"
-        (folder / f"{team}.yaml").write_text(
-            f"team: {team}\nkeys: [{hash_key(key)!r}]\n{body}\n"
-        )
+        (folder / f"{team}.yaml").write_text(f"team: {team}\nkeys: [{hash_key(key)!r}]\n{body}\n")
     return keys
 
 
@@ -112,7 +110,9 @@ def charged(rows: Iterable[dict[str, Any]], team: str) -> int:
 def charged_micro_usd(rows: Iterable[dict[str, Any]], team: str) -> int:
     """The team's spend as the rows charged it, in millionths of a dollar (each row rounded
     as it is counted)."""
-    return sum(round(float(r.get("cost_usd") or 0) * 1_000_000) for r in rows if r.get("team") == team)
+    return sum(
+        round(float(r.get("cost_usd") or 0) * 1_000_000) for r in rows if r.get("team") == team
+    )
 
 
 def until(condition: Callable[[], bool], what: str, seconds: float = 20) -> None:
