@@ -19,7 +19,8 @@ RESTORED = "cp:rate:restored:"
 
 # KEYS: [1] the fleet's marker, [2..] buckets. ARGV: [1] the marker this replica knows ('':
 # none), [2] a new marker, [3] where what was put back is kept, then per bucket (its limit,
-# the last level read or '', when (ms, Redis's clock), what this replica drew on its own).
+# the last level read or '', when (ms, Redis's clock), what this replica drew on its own
+# within the last minute, less what it gave back there).
 # Returns the marker.
 HANDOVER_SCRIPT = (
     mark(1, 2)
@@ -46,11 +47,11 @@ for i = 2, #KEYS do
       redis.call('PEXPIRE', rec, 120000)
     end
   end
-  if take > 0 then
+  if take ~= 0 then
     local got = redis.call('HMGET', KEYS[i], 'level', 'at')
     local level, last = tonumber(got[1]), tonumber(got[2])
     if level == nil then level, last = cap, now end
-    level = math.min(cap, level + math.max(now - last, 0) * rate) - take
+    level = math.min(cap, math.min(cap, level + math.max(now - last, 0) * rate) - take)
     redis.call('HSET', KEYS[i], 'level', tostring(level), 'at', now)
     redis.call('PEXPIRE', KEYS[i], 61000 + math.max(0, math.ceil(-level * 60000 / cap)))
   end

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -21,13 +22,22 @@ from redis.asyncio import Redis
 from proxy.state.counter_keys import MARKER_KEY
 from proxy.state.rate_handover import HANDOVER_SCRIPT, Known, handover_args
 from proxy.state.redis_link import FAILURES, Health
-from proxy.usage.rate_limits import Draw, Level, RateBook, Refused, until_full, until_some
+from proxy.usage.rate_limits import (
+    MINUTE_S,
+    Draw,
+    Level,
+    RateBook,
+    Refused,
+    until_full,
+    until_some,
+)
 
 log = logging.getLogger("context_proxy.shared_state")
 
 PREFIX = "cp:rate:"
 DRAW_TIMEOUT_S = 0.25
 MAX_KNOWN = 10_000  # buckets whose last level is kept (bounded by the policies' keys)
+MAX_HERE = 100_000  # draws on this replica's own buckets kept to hand over
 # A bucket's hash: level and the time it was read (ms, Redis's clock); it expires once a
 # full refill would have passed. KEYS: buckets, then the fleet's marker; ARGV: the marker
 # this replica knows, then per key its limit, the amount, what it must hold. {-1}: another
@@ -83,7 +93,10 @@ class SharedRates:
         self._tasks: set[asyncio.Task[None]] = set()
         self._epoch: str | None = None  # the fleet's marker the levels below were read under
         self._known: dict[str, Known] = {}  # bucket -> its level as last read
-        self._limits: dict[str, int] = {}  # bucket -> its limit, for what is drawn locally
+        # What was drawn (or settled) on this replica's own buckets, to hand over: (when, on
+        # the monotonic clock, bucket, its limit, amount). As drawn, not as the local bucket
+        # refilled since: the fleet's bucket refills over the same time.
+        self._here: list[tuple[float, str, int, float]] = []
         self._due = True  # a handover before the next draw: at start, after local draws
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
@@ -91,8 +104,6 @@ class SharedRates:
 
     async def draw(self, draws: Sequence[Draw]) -> Refused | list[Level]:
         keys = [PREFIX + d.bucket for d in draws] + [MARKER_KEY]
-        for d in draws:
-            self._limits[d.bucket] = d.per_minute
         try:
             for _ in range(2):  # a marker that changed: hand over, draw again
                 if self._due:
@@ -108,8 +119,10 @@ class SharedRates:
                 raise TimeoutError("the fleet's marker keeps changing")
         except FAILURES as exc:  # TimeoutError among them: this replica's own buckets
             self._health.failed("rate limit draw", exc, 0)
-            self._due = True  # handed over once Redis answers
-            return self.local.draw(draws)
+            got = self.local.draw(draws)
+            if not isinstance(got, Refused):  # handed over once Redis answers
+                self._drawn_here(draws)
+            return got
         if int(answer[0]) == 0:
             d = draws[int(answer[1]) - 1]
             level = float(answer[2])
@@ -136,7 +149,11 @@ class SharedRates:
         async with self._lock:
             if not self._due:
                 return  # another draw handed over meanwhile
-            owed = self.local.drawn(self._limits)
+            taken, horizon = len(self._here), time.monotonic() - MINUTE_S
+            owed: dict[str, tuple[int, float]] = {}
+            for at, bucket, limit, amount in self._here[:taken]:
+                if at >= horizon:  # older ones: a minute's refill has made up for them
+                    owed[bucket] = (limit, owed.get(bucket, (limit, 0.0))[1] + amount)
             names, args = handover_args(self._epoch, self._new_epoch(), self._known, owed)
             keys = [MARKER_KEY] + [PREFIX + name for name in names]
             self._due = False  # a draw on its own from now on is handed over next time
@@ -145,11 +162,17 @@ class SharedRates:
             except BaseException:
                 self._due = True
                 raise
-            for bucket, (limit, amount) in owed.items():
-                self.local.settle(bucket, limit, amount)  # handed over: no longer owed here
+            del self._here[:taken]
             if epoch != self._epoch:
                 self._known.clear()  # levels of a Redis that is gone
             self._epoch = epoch
+
+    def _drawn_here(self, draws: Sequence[Draw]) -> None:
+        now = time.monotonic()
+        if len(self._here) >= MAX_HERE:  # a long outage: what is a minute old no longer counts
+            self._here = [h for h in self._here if h[0] >= now - MINUTE_S]
+        self._here += [(now, d.bucket, d.per_minute, d.amount) for d in draws]
+        self._due = True
 
     def _new_epoch(self) -> str:
         return f"rates:{self._replica}#{next(self._ids)}"
@@ -171,9 +194,8 @@ class SharedRates:
             )
         except FAILURES as exc:  # settled here, and handed over with what was drawn here
             self._health.failed("rate limit settle", exc, 0)
-            self._limits[bucket] = per_minute
             self.local.settle(bucket, per_minute, amount)
-            self._due = True
+            self._drawn_here([Draw(bucket, per_minute, -amount)])
             return
         except Exception:  # a bug: logged, the request's row is written all the same
             log.exception("shared state: settling a rate limit failed")

@@ -108,18 +108,6 @@ class RateBook:
         level = self._level(bucket, per_minute, now)
         self._buckets[bucket] = (min(float(per_minute), level + amount), now)
 
-    def drawn(self, limits: dict[str, int]) -> dict[str, tuple[int, float]]:
-        """What was drawn from each bucket and has not refilled yet (bucket -> (its limit,
-        that amount)), for those whose limit `limits` knows: what a replica drew on its own
-        while the fleet's buckets were away, to hand over when they are back."""
-        now = self._clock()
-        out = {}
-        for bucket in self._buckets:
-            limit = limits.get(bucket)
-            if limit is not None and (owed := limit - self._level(bucket, limit, now)) > 0:
-                out[bucket] = (limit, owed)
-        return out
-
     def forget(self, keep: Callable[[str], bool]) -> None:
         """Buckets of limits no policy sets any more let go (after a policy reload)."""
         for bucket in [b for b in self._buckets if not keep(b)]:

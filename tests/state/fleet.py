@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,13 @@ class Replica:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Its usage log's whole rows."""
+        if not self.usage_log.exists():
+            return []
+        lines = self.usage_log.read_bytes().splitlines()
+        return [orjson.loads(line) for line in lines if line.endswith(b"}")]
 
 
 @dataclass
@@ -88,31 +96,37 @@ class Fleet:
                 replica.process.wait()
 
     def rows(self) -> list[dict[str, Any]]:
-        out = []
-        for replica in self.replicas:
-            if replica.usage_log.exists():
-                lines = replica.usage_log.read_bytes().splitlines()
-                out += [orjson.loads(line) for line in lines if line.endswith(b"}")]
-        return out
+        return [row for replica in self.replicas for row in replica.rows()]
 
-    def counter(self, team: str, prefix: str = "cp:quota:") -> int:
-        """The team's daily counters in Redis, summed over days (midnight cannot flake it)."""
+    def counter(self, team: str, prefix: str = "cp:quota:", period: str | None = None) -> int:
+        """The team's counter in Redis for `period` ("YYYY-MM-DD" or "YYYY-MM"; default: this
+        UTC month)."""
+        period = period or datetime.now(UTC).strftime("%Y-%m")
+        key = f"{prefix}{team}:{'d' if len(period) == 10 else 'm'}:{period}"
         with redis.Redis.from_url(self.redis.url, decode_responses=True) as client:
-            keys = client.keys(f"{prefix}{team}:d:*")
-            return sum(int(v) for v in client.mget(keys)) if keys else 0
+            return int(client.get(key) or 0)
 
 
-def charged(rows: Iterable[dict[str, Any]], team: str) -> int:
-    """The tokens the team's usage rows charged."""
-    return sum(int(r.get("total_tokens") or 0) for r in rows if r.get("team") == team)
+def periods(rows: Iterable[dict[str, Any]]) -> tuple[str, str]:
+    """The day and month of the newest row: the periods whose counters a check compares (a
+    run that crossed midnight compares the new day's; the old one is no quota's any more)."""
+    newest = max(str(r.get("ts", "")) for r in rows)
+    return newest[:10], newest[:7]
 
 
-def charged_micro_usd(rows: Iterable[dict[str, Any]], team: str) -> int:
+def _of(rows: Iterable[dict[str, Any]], team: str, period: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("team") == team and str(r.get("ts", "")).startswith(period)]
+
+
+def charged(rows: Iterable[dict[str, Any]], team: str, period: str = "") -> int:
+    """The tokens the team's usage rows charged (in `period`, "YYYY-MM-DD" or "YYYY-MM")."""
+    return sum(int(r.get("total_tokens") or 0) for r in _of(rows, team, period))
+
+
+def charged_micro_usd(rows: Iterable[dict[str, Any]], team: str, period: str = "") -> int:
     """The team's spend as the rows charged it, in millionths of a dollar (each row rounded
     as it is counted)."""
-    return sum(
-        round(float(r.get("cost_usd") or 0) * 1_000_000) for r in rows if r.get("team") == team
-    )
+    return sum(round(float(r.get("cost_usd") or 0) * 1_000_000) for r in _of(rows, team, period))
 
 
 def until(condition: Callable[[], bool], what: str, seconds: float = 20) -> None:

@@ -20,6 +20,7 @@ from tests.state.fleet import (
     charged_micro_usd,
     chat_body,
     paced,
+    periods,
     steady,
     team_policies,
     until,
@@ -79,12 +80,14 @@ def test_counts_survive_redis_restarting_empty_under_load(
     assert statuses.count(200) == len(statuses), statuses
     until(lambda: len(fleet.rows()) == len(statuses), "every request's row")
     rows = fleet.rows()
-    counted = {team: steady(lambda team=team: fleet.counter(team)) for team in teams}
-    rowed = {team: charged(rows, team) for team in teams}
-    spend = steady(lambda: fleet.counter("held", "cp:spend:"))
-    spent = charged_micro_usd(rows, "held")
-    # At least what the rows charged; handed over, never doubled (two answers' worth of
-    # slack for a batch applied whose reply was lost, and read by the other replica).
-    for team in teams:
-        assert rowed[team] <= counted[team] <= rowed[team] + 2 * 18, (counted, rowed)
-    assert spent <= spend <= spent * 1.01, (spend, spent)
+    # Per period (a run across midnight compares the new day's counters, and rows since).
+    for period in periods(rows):
+        counted = {t: steady(lambda t=t, p=period: fleet.counter(t, period=p)) for t in teams}
+        rowed = {team: charged(rows, team, period) for team in teams}
+        # At least what the rows charged; handed over, never doubled (two answers' worth of
+        # slack for a batch applied whose reply was lost, and read by the other replica).
+        for team in teams:
+            assert rowed[team] <= counted[team] <= rowed[team] + 2 * 18, (period, counted, rowed)
+        spend = steady(lambda period=period: fleet.counter("held", "cp:spend:", period))
+        spent = charged_micro_usd(rows, "held", period)
+        assert spent <= spend <= spent * 1.01, (period, spend, spent)
