@@ -51,6 +51,11 @@ def month_key(team: str, month: str, prefix: str = PREFIX) -> str:
     return f"{prefix}{team}:m:{month}"
 
 
+def teams_key(month: str, prefix: str = PREFIX) -> str:
+    """The set of teams counted in `month`: how a replica learns of teams it never served."""
+    return f"{prefix}teams:{month}"
+
+
 def holds_key(team: str, prefix: str = PREFIX) -> str:
     return f"{prefix}holds:{team}"
 

@@ -45,8 +45,10 @@ return 1
 # A request's entry let go and what it used counted, once (KEYS[4], its marker, set first: a
 # retry, or a reserve applied late, finds it). The fleet's write count (KEYS[6]) orders it
 # among the syncs' reads: "marker|count" is what the entry's marker holds and what the step
-# returns, with 1, or 0 when it was counted before. ARGV: member, used, the day's and month's
-# expiry (as the counters have), the marker's lifetime, a new fleet marker.
+# returns, with 1, or 0 when it was counted before. A team that used something joins the
+# month's set of teams (KEYS[7]), so replicas started later learn its totals. ARGV: member,
+# used, the day's and month's expiry (as the counters have), the marker's lifetime, a new
+# fleet marker, the team.
 RELEASE_SCRIPT = (
     mark(5, 6)
     + """
@@ -61,6 +63,8 @@ if used > 0 then
   redis.call('EXPIREAT', KEYS[1], ARGV[3])
   redis.call('INCRBY', KEYS[2], used)
   redis.call('EXPIREAT', KEYS[2], ARGV[4])
+  redis.call('SADD', KEYS[7], ARGV[7])
+  redis.call('EXPIREAT', KEYS[7], ARGV[4])
 end
 return {1, counted}
 """

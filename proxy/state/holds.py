@@ -39,6 +39,7 @@ from proxy.state.counter_keys import (
     holds_key,
     month_end,
     month_key,
+    teams_key,
     timestamp,
 )
 from proxy.state.hold_scripts import REFRESH_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT
@@ -142,6 +143,9 @@ class FleetHolds:
         except FAILURES as exc:  # TimeoutError among them
             self.health.failed("quota reserve", exc, 0)
             return None
+        except asyncio.CancelledError:  # the request is gone before it knew: let go of it
+            self.release(team, request_id, 0)  # (or the entry would be renewed for good)
+            raise
         if answer == 2:  # Redis came back without the fleet's counts: until they are back
             self.stale()
             return None
@@ -175,11 +179,13 @@ class FleetHolds:
                 done_key(job.member, self.prefix),
                 MARKER_KEY,
                 WRITES_KEY,
+                teams_key(month, self.prefix),
             ]
             ends = (day_end(day) + PERIOD_MARGIN, month_end(month) + PERIOD_MARGIN)
             args: list[str | int] = [job.member, job.used, timestamp(ends[0]), timestamp(ends[1])]
+            args += [DONE_TTL_S, self.new_epoch(), job.team]
             try:
-                reply = await self._release(keys=keys, args=[*args, DONE_TTL_S, self.new_epoch()])
+                reply = await self._release(keys=keys, args=args)
             except FAILURES as exc:
                 self._waiting.extend(jobs[n:])
                 self.health.failed("quota release", exc, 0)

@@ -37,6 +37,7 @@ from proxy.state.counter_keys import (
     month_end,
     month_key,
     restored_prefix,
+    teams_key,
 )
 from proxy.state.handover import APPLY_SCRIPT, counter_args
 from proxy.state.holds import FleetHolds
@@ -223,13 +224,13 @@ class SharedState:
             for key, end in self._keys(c.team, c.day):
                 counters.setdefault(key, [0, _ts(end)])
                 handed.append((c.epoch, c.write, key, c.used))
-        teams_key = f"{self.prefix}teams:{month}"
         new_teams = sorted({team for team, _ in batch.tokens}) if batch else []
         args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S, _ts(month_end(month))]
         args += [self.holds.epoch or "", self.holds.new_epoch(), _ts(month_end(month))]
         args += [restored_prefix(self.prefix), len(new_teams), *new_teams]
         args += counter_args(counters, self._seen, handed)
-        keys = [f"{self.prefix}applied:{self._replica}", teams_key, MARKER_KEY, WRITES_KEY]
+        keys = [f"{self.prefix}applied:{self._replica}", teams_key(month, self.prefix)]
+        keys += [MARKER_KEY, WRITES_KEY]
         reply: list[Any] = await self._apply(keys=[*keys, *counters], args=args)
         self._batch = None  # acknowledged: applied exactly once
         epoch, writes = str(reply[2]), int(reply[3])

@@ -226,3 +226,39 @@ def test_a_replicas_next_reserve_sees_its_own_release(redis_server: RedisServer)
         return got
 
     assert set(asyncio.run(run())) == {(True, True)}
+
+
+def test_a_reserve_whose_request_is_cancelled_lets_go_of_its_entry(
+    redis_server: RedisServer,
+) -> None:
+    """The request is cancelled (its client gone) while its reserve waits on Redis: the entry
+    is let go, in Redis and here, instead of being renewed for as long as the replica runs
+    (it stayed among the live entries, its release never sent)."""
+    from datetime import UTC, datetime
+
+    from redis.asyncio import Redis
+
+    async def run() -> tuple[int, dict[str, str]]:
+        client = Redis.from_url(redis_server.url, decode_responses=True)
+        now = datetime.now(UTC)
+        holds_ = FleetHolds(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
+        real = holds_._reserve
+
+        async def slow(**kw: Any) -> Any:
+            await asyncio.sleep(0.2)
+            return await real(**kw)
+
+        holds_._reserve = slow  # type: ignore[assignment]
+        task = asyncio.create_task(holds_.reserve("t", "gone", 500, (4000, None)))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await holds_.aclose(2)
+        renewed = len(holds_.renewals())
+        left = dict(await client.hgetall(holds_key("t")))
+        await client.aclose()
+        return renewed, left
+
+    assert asyncio.run(run()) == (0, {})
