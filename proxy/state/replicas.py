@@ -224,7 +224,10 @@ class SharedState:
             for key, end in self._keys(c.team, c.day):
                 counters.setdefault(key, [0, _ts(end)])
                 handed.append((c.epoch, c.write, key, c.used))
-        new_teams = sorted({team for team, _ in batch.tokens}) if batch else []
+        # Every team this replica counts is in the month's set: a Redis that came back empty
+        # learns them again, and so does a replica started after (hard-limit teams included,
+        # which are counted as their holds go, never in a batch).
+        new_teams = sorted(known.union(team for team, _ in batch.tokens) if batch else known)
         args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S, _ts(month_end(month))]
         args += [self.holds.epoch or "", self.holds.new_epoch(), _ts(month_end(month))]
         args += [restored_prefix(self.prefix), len(new_teams), *new_teams]

@@ -143,15 +143,20 @@ async def test_a_redis_that_kept_its_data_is_handed_nothing_again(
 
 
 async def test_a_replica_started_later_knows_a_team_charged_only_through_holds(
-    replicas: Any,
+    replicas: Any, redis_server: RedisServer
 ) -> None:
     """A team under a hard quota is charged only as its holds go: a replica started after
-    learns its totals from the month's set of teams (it was never in it, and the new
-    replica's own check, which stands while Redis has not had the counts handed back,
-    read 0 for a spent quota)."""
+    learns its totals from the month's set of teams, also once Redis came back empty (it
+    was never in the set, or not after the restart, and the new replica's own check, which
+    stands while Redis has not had the counts handed back, read 0 for a spent quota)."""
     a = replicas()
     assert await a.sync()
     await booked(a, "r1", 40)
     later = replicas()
     assert await later.sync()
     assert later.quotas.used("t", NOW) == (40, 40)
+    redis_server.restart()  # empty
+    assert await a.sync()  # hands the counts back
+    latest = replicas()
+    assert await latest.sync()
+    assert latest.quotas.used("t", NOW) == (40, 40)
