@@ -196,7 +196,7 @@ class FleetHolds:
                 return
             self._live.pop(job.member, None)
             epoch, _, write = str(reply[1]).rpartition("|")
-            if job.used > 0 and write.isdigit():  # (a marker from before counts: none)
+            if job.used > 0 and epoch and write.isdigit():  # (an older marker: unknown)
                 self.counted.append(Counted(epoch, int(write), job.team, day, job.used))
 
     @property
