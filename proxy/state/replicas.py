@@ -5,7 +5,8 @@ replica counts in its own QuotaBook as an embedded proxy does; every `interval_s
 loop pushes the unsent increments to per-team per-period counters (INCRBY, expiring after
 the period ends) and installs the global totals back into the book. A request that held
 part of a hard quota in the fleet is counted there when it is booked, at once, as its hold
-goes (holds.py): the fleet's next check sees it.
+goes (holds.py): the fleet's next check sees it. A Redis that comes back without the fleet's
+marker is handed back what each replica knew and counted (handover.py).
 """
 
 from __future__ import annotations
@@ -27,15 +28,21 @@ from redis.asyncio import Redis
 from proxy.state.calibration_share import share_calibration
 from proxy.state.counter_keys import (
     HOLD_TTL_S,
+    MARKER_KEY,
     PERIOD_MARGIN,
     PREFIX,
+    WRITES_KEY,
     day_end,
     day_key,
     month_end,
     month_key,
+    restored_prefix,
+    teams_key,
 )
+from proxy.state.handover import APPLY_SCRIPT, counter_args
 from proxy.state.holds import FleetHolds
 from proxy.state.redis_link import FAILURES, Health, RedisSummaryStore, connect
+from proxy.state.renewal import HoldRenewal
 from proxy.summaries import SummaryStore, open_store
 from proxy.tokens import TokenCounter
 from proxy.usage import Metrics, QuotaBook
@@ -47,32 +54,6 @@ SYNC_INTERVAL_S = 0.5
 MARKER_TTL_S = 7 * 24 * 3600
 FINAL_SYNC_S = 3.0  # at shutdown
 SPEND_PREFIX = "cp:spend:"  # dollar quotas' counters, in millionths of a dollar
-
-# One atomic step per sync. KEYS: [1] this replica's last applied batch number, [2] the set
-# of teams counted this month, [3..] counters. ARGV: batch number, marker TTL, the set's
-# expiry, how many teams to add, the teams, then (delta, floor, expire-at) per counter.
-# A batch already applied (its reply was lost) is not applied twice. A floor is the last
-# total this replica read: if Redis restarted empty, the counter is raised back to it first.
-_APPLY = """
-local seq = tonumber(ARGV[1])
-local done = tonumber(redis.call('GET', KEYS[1]) or '0') >= seq
-local nteams = tonumber(ARGV[4])
-for i = 1, nteams do redis.call('SADD', KEYS[2], ARGV[4 + i]) end
-if nteams > 0 then redis.call('EXPIREAT', KEYS[2], ARGV[3]) end
-local base = 4 + nteams
-local values = {}
-for i = 3, #KEYS do
-  local j = base + (i - 3) * 3
-  local delta, floor = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
-  local cur = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if cur < floor then redis.call('SET', KEYS[i], floor); cur = floor end
-  if delta > 0 and not done then cur = redis.call('INCRBY', KEYS[i], delta) end
-  if cur > 0 then redis.call('EXPIREAT', KEYS[i], ARGV[j + 3]) end
-  values[#values + 1] = cur
-end
-if seq > 0 then redis.call('SET', KEYS[1], seq, 'EX', ARGV[2]) end
-return {values, redis.call('SMEMBERS', KEYS[2])}
-"""
 
 
 @dataclass(slots=True)
@@ -103,10 +84,14 @@ class SharedState:
         self._replica = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._seq = 0
         self._batch: _Batch | None = None  # taken from the book, not yet acknowledged
-        self._seen: dict[str, int] = {}  # counter key -> last total read (this period only)
+        # counter key -> (last total read, the fleet's write count then): this period only
+        self._seen: dict[str, tuple[int, int]] = {}
         self._lock = asyncio.Lock()
-        self._apply = client.register_script(_APPLY)
+        self._apply = client.register_script(APPLY_SCRIPT)
         self.holds = FleetHolds(client, prefix, self._replica, self._clock, self.health)
+        self._wake = asyncio.Event()  # a reserve met a Redis without the fleet's counts
+        self.holds.stale = self._wake.set
+        self._renewal: HoldRenewal | None = None
         self._summaries = RedisSummaryStore(client, self.health)
         self.counter: TokenCounter | None = None  # set once the services have one
         quotas.share()
@@ -135,6 +120,8 @@ class SharedState:
         state.holds.ttl_s = hold_ttl_s
         if not await state.sync() and usage_log and usage_log != "-":
             await asyncio.to_thread(functools.partial(quotas.rebuild, usage_log, amount=amount))
+        state._renewal = HoldRenewal(url, [state.holds])
+        state._renewal.start()
         return state
 
     @property
@@ -151,17 +138,25 @@ class SharedState:
         return await open_store(url)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Sync every `interval_s` until `stop` is set."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s)
-            await self.sync()
+        """Sync every `interval_s` (at once when a reserve met a Redis that lost the fleet's
+        counts) until `stop` is set."""
+        stopping = asyncio.ensure_future(_set_when(stop, self._wake))
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                self._wake.clear()
+                await self.sync()
+        finally:
+            stopping.cancel()
 
     async def aclose(self) -> None:
         """Hand over what is still unsent (if Redis answers soon), then close the pool."""
         await self.holds.aclose(FINAL_SYNC_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.sync(), FINAL_SYNC_S)  # an unreachable host: give up
+        if self._renewal is not None:  # after the releases: what is still held lapses
+            await asyncio.to_thread(self._renewal.stop)
         await self.client.aclose()
 
     async def sync(self) -> bool:
@@ -221,22 +216,35 @@ class SharedState:
             counters[day_key(team, today, self.prefix)] = [0, _ts(day_end(today))]
             counters[month_key(team, month, self.prefix)] = [0, _ts(month_end(month))]
         for (team, day), tokens in (batch.tokens if batch else {}).items():
-            for key, end in (
-                (day_key(team, day, self.prefix), day_end(day)),
-                (month_key(team, day[:7], self.prefix), month_end(day[:7])),
-            ):
+            for key, end in self._keys(team, day):
                 counters.setdefault(key, [0, _ts(end)])[0] += tokens
-        teams_key = f"{self.prefix}teams:{month}"
-        new_teams = sorted({team for team, _ in batch.tokens}) if batch else []
-        args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S]
-        args += [_ts(month_end(month)), len(new_teams), *new_teams]
-        for key, (delta, at) in counters.items():
-            args += [delta, self._seen.get(key, 0), at]
-        keys = [f"{self.prefix}applied:{self._replica}", teams_key, *counters]
-        reply: list[Any] = await self._apply(keys=keys, args=args)
+        counted = self.holds.counted[:]  # releases counted since the last read, to hand over
+        handed = []
+        for c in counted:
+            for key, end in self._keys(c.team, c.day):
+                counters.setdefault(key, [0, _ts(end)])
+                handed.append((c.epoch, c.write, key, c.used))
+        # Every team this replica counts is in the month's set: a Redis that came back empty
+        # learns them again, and so does a replica started after (hard-limit teams included,
+        # which are counted as their holds go, never in a batch).
+        new_teams = sorted(known.union(team for team, _ in batch.tokens) if batch else known)
+        args: list[Any] = [batch.seq if batch else 0, MARKER_TTL_S, _ts(month_end(month))]
+        args += [self.holds.epoch or "", self.holds.new_epoch(), _ts(month_end(month))]
+        args += [restored_prefix(self.prefix), len(new_teams), *new_teams]
+        args += counter_args(counters, self._seen, handed)
+        keys = [f"{self.prefix}applied:{self._replica}", teams_key(month, self.prefix)]
+        keys += [MARKER_KEY, WRITES_KEY]
+        reply: list[Any] = await self._apply(keys=[*keys, *counters], args=args)
         self._batch = None  # acknowledged: applied exactly once
+        epoch, writes = str(reply[2]), int(reply[3])
+        self.holds.epoch = epoch
+        # Read back with the totals below: those sent, and those Redis held before the read.
+        self.holds.counted = [
+            c for c in self.holds.counted[len(counted) :] if c.epoch != epoch or c.write > writes
+        ]
         # Floors for the next round: what Redis holds now, our batch included.
-        self._seen = totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}
+        totals = {k: int(v) for k, v in zip(counters, reply[0], strict=True)}
+        self._seen = {k: (v, writes) for k, v in totals.items()}
         others = sorted(set(reply[1]) - known)
         if others:  # teams counted only by other replicas so far
             more = [
@@ -244,8 +252,9 @@ class SharedState:
                 for t in others
                 for k in (day_key(t, today, self.prefix), month_key(t, month, self.prefix))
             ]
-            values = await self.client.mget(more)
+            *values, read_at = await self.client.mget([*more, WRITES_KEY])
             totals.update({k: int(v or 0) for k, v in zip(more, values, strict=True)})
+            self._seen.update({k: (totals[k], int(read_at or 0)) for k in more})
         for team in sorted(known.union(others)):
             day_total = totals.get(day_key(team, today, self.prefix), 0)
             month_total = totals.get(month_key(team, month, self.prefix), 0)
@@ -253,6 +262,18 @@ class SharedState:
             if self.prefix == PREFIX:  # the gauge holds tokens; spend is not shown there
                 self.health.metrics.set_shared_quota(team, day_total, month_total)
         return retried and self.quotas.unsent() > 0
+
+    def _keys(self, team: str, day: str) -> tuple[tuple[str, datetime], tuple[str, datetime]]:
+        """A team's counters for `day` and its month, with the ends of their periods."""
+        return (
+            (day_key(team, day, self.prefix), day_end(day)),
+            (month_key(team, day[:7], self.prefix), month_end(day[:7])),
+        )
+
+
+async def _set_when(stop: asyncio.Event, wake: asyncio.Event) -> None:
+    await stop.wait()
+    wake.set()
 
 
 def _ts(when: datetime) -> int:

@@ -78,6 +78,7 @@ BENCHES = (
         "soak", "soak.py", ("--duration", "300"), ("--duration", "20"),
         "Memory and descriptors under a mixed, hostile load",
     ),
+    Bench("soak_fleet", "soak_fleet.py", ("--duration", "300"), ("--duration", "30"), None),
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import httpx
 import orjson
 import redis
 
-from proxy.state.counter_keys import holds_key
+from proxy.state.counter_keys import MARKER_KEY, holds_key
 from proxy.state.holds import FleetHolds
 from proxy.state.redis_link import Health
 from proxy.usage import Metrics
@@ -44,6 +44,12 @@ def holds(server: RedisServer, team: str = "default") -> dict[str, str]:
 def rows(tmp_path: Path) -> list[dict[str, Any]]:
     lines = b"".join(p.read_bytes() for p in tmp_path.glob("usage-*.jsonl"))
     return [orjson.loads(line) for line in lines.splitlines() if line]
+
+
+async def knows_the_fleet(client: Any, holds_: FleetHolds) -> None:
+    """The fleet's marker in Redis, known to `holds_` as a sync would have read it."""
+    await client.set(MARKER_KEY, "fleet-1", nx=True)
+    holds_.epoch = await client.get(MARKER_KEY)
 
 
 def dropped(url: str, body: object) -> None:
@@ -133,6 +139,7 @@ def test_a_reserve_redis_applies_late_is_cancelled(redis_server: RedisServer) ->
         client = Redis.from_url(redis_server.url, decode_responses=True)
         now = datetime.now(UTC)
         holds_ = FleetHolds(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
         assert await holds_.reserve("t", "req-1", 500, (4000, None)) is True
         before = dict(await client.hgetall(holds_key("t")))
         holds_.release("t", "req-1", 0)  # not known as reserved: cancelled, counting nothing
@@ -206,6 +213,7 @@ def test_a_replicas_next_reserve_sees_its_own_release(redis_server: RedisServer)
         client = Redis.from_url(redis_server.url, decode_responses=True)
         now = datetime.now(UTC)
         holds_ = SlowToSend(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
         got = []
         for n in range(5):  # a new team each time: 50 is each one's whole quota
             first = await holds_.reserve(f"t{n}", f"a{n}", 60, (50, None))
@@ -218,3 +226,39 @@ def test_a_replicas_next_reserve_sees_its_own_release(redis_server: RedisServer)
         return got
 
     assert set(asyncio.run(run())) == {(True, True)}
+
+
+def test_a_reserve_whose_request_is_cancelled_lets_go_of_its_entry(
+    redis_server: RedisServer,
+) -> None:
+    """The request is cancelled (its client gone) while its reserve waits on Redis: the entry
+    is let go, in Redis and here, instead of being renewed for as long as the replica runs
+    (it stayed among the live entries, its release never sent)."""
+    from datetime import UTC, datetime
+
+    from redis.asyncio import Redis
+
+    async def run() -> tuple[int, dict[str, str]]:
+        client = Redis.from_url(redis_server.url, decode_responses=True)
+        now = datetime.now(UTC)
+        holds_ = FleetHolds(client, "cp:quota:", "r1", lambda: now, Health(Metrics()))
+        await knows_the_fleet(client, holds_)
+        real = holds_._reserve
+
+        async def slow(**kw: Any) -> Any:
+            await asyncio.sleep(0.2)
+            return await real(**kw)
+
+        holds_._reserve = slow  # type: ignore[assignment]
+        task = asyncio.create_task(holds_.reserve("t", "gone", 500, (4000, None)))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await holds_.aclose(2)
+        renewed = len(holds_.renewals())
+        left = dict(await client.hgetall(holds_key("t")))
+        await client.aclose()
+        return renewed, left
+
+    assert asyncio.run(run()) == (0, {})

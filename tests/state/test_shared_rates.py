@@ -42,3 +42,46 @@ def test_a_replica_without_redis_draws_on_its_own_buckets(redis_server: RedisSer
         return [isinstance(g, Refused) for g in got]
 
     assert asyncio.run(run()) == [False, False, True]
+
+
+REQUEST = [Draw("t:x:requests", 10, 1, whole=True)]  # 10 requests a minute
+
+
+async def admitted(rates: list[SharedRates], tries: int) -> int:
+    """How many of `tries` requests, spread over the replicas, their buckets admit."""
+    got = [await rates[n % len(rates)].draw(REQUEST) for n in range(tries)]
+    return sum(not isinstance(g, Refused) for g in got)
+
+
+async def test_levels_read_before_redis_came_back_empty_are_handed_back(
+    redis_server: RedisServer,
+) -> None:
+    """Redis restarted without its data: the bucket is put back at the lowest level the
+    replicas read (refilled since), less what they drew meanwhile; it used to start full,
+    and a team got a second minute's worth at once."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_server.url, decode_responses=True)
+    a, b = SharedRates(client, Health(Metrics())), SharedRates(client, Health(Metrics()))
+    assert await admitted([a], 6) == 6 and await admitted([b], 2) == 2  # 2 left
+    redis_server.restart()  # empty
+    after = await admitted([a, b], 10)
+    await client.aclose()
+    assert after <= 3, after  # the 2 left, and a refill of at most one in the meantime
+
+
+async def test_what_a_replica_drew_on_its_own_is_handed_over(redis_server: RedisServer) -> None:
+    """Two replicas drew 4 each on their own buckets while Redis was away: once it is back
+    (with its data here), the fleet's bucket has those 8 taken off; each replica's own
+    bucket used to be forgotten, and the fleet's admitted 10 more."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_server.url, decode_responses=True)
+    a, b = SharedRates(client, Health(Metrics())), SharedRates(client, Health(Metrics()))
+    assert await admitted([a, b], 2) == 2  # both know the fleet
+    redis_server.stop(save=True)
+    assert await admitted([a], 4) == 4 and await admitted([b], 4) == 4  # on their own
+    redis_server.start()
+    after = await admitted([a, b], 10)
+    await client.aclose()
+    assert after <= 1, after  # 10 - 2 - 8 = 0 left, and a refill of at most one

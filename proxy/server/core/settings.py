@@ -27,8 +27,8 @@ class Settings:
     workers: int = 1
     max_body_mb: float = 32.0
     state: str | None = None  # e.g. redis://host:6379/0; None keeps all state in the process
-    # With `state`: a replica renews its requests' quota holds in Redis with every sync; one
-    # that dies lets go of them within this many seconds.
+    # With `state`: a replica renews its requests' quota holds in Redis from a thread of its
+    # own (several times within this); one that dies lets go of them within this many seconds.
     hold_ttl_s: int = 15
     graceful_shutdown_s: float = 30.0
     watch_policies: bool = True
