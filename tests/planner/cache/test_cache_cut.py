@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from proxy.cli.main import main
@@ -312,11 +312,34 @@ def test_speaker_line() -> None:
 turn_text = st.lists(st.sampled_from([*TOPICS, "the", "a", "ok", "x"]), min_size=1, max_size=40)
 
 
+def past_its_step(body: dict[str, Any], step: int) -> bool:
+    """Whether the turns since the request's step boundary (its current question included)
+    take more than a step: they do not fit beside the plan of what is before the boundary
+    (the budget less a step), so the boundary goes a step later, as the next requests will
+    find it (cache/chat.py): a break before the step the request has not reached yet."""
+    messages = body["messages"]
+    current = len(messages) - 1
+    costs = [REAL.count_message(m) for m in messages]
+    starts = [i for i, m in enumerate(messages[:current]) if m["role"] == "user" and i > 1]
+    at = min(boundary([*costs[:current], 0], [*starts, current], step), current)
+    return sum(costs[at:]) + tokens(REAL, body, []) > step
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(turn_text, turn_text, st.integers(0, 3)), min_size=5, max_size=45),
     st.sampled_from([0.5, 0.75, 0.9]),
     st.sampled_from([0.05, 0.15, 0.3]),
+)
+@example(  # turns since a boundary past its step, just before the next step is reached
+    [(["violin"], ["violin"], 0)] * 8
+    + [(["violin"], ["violin"] * n, tools) for n, tools in ((2, 0), (4, 0), (2, 2), (5, 0))]
+    + [(["violin"], ["violin"] * 6, 2), *[(["violin"], ["violin"], 0)] * 3]
+    + [(["violin"], ["violin"] * 2, 0)] * 2
+    + [(["violin"], ["violin"] * 2, 3), (["violin"] * 14, ["violin"], 0)]
+    + [(["violin"], ["violin"], 0)],
+    0.5,
+    0.05,
 )
 def test_growing_conversations_break_only_at_steps(
     turns: list[tuple[list[str], list[str], int]], watermark: float, share: float
@@ -363,7 +386,10 @@ def test_growing_conversations_break_only_at_steps(
     if len(over) < 2:
         return
     breaks = sum(
-        moved(outs[k - 1], outs[k]) and not recalled(outs[k]) and not recalled(outs[k - 1])
+        moved(outs[k - 1], outs[k])
+        and not recalled(outs[k])
+        and not recalled(outs[k - 1])
+        and not past_its_step(bodies[k], step)
         for k in over[1:]
     )
     added = tokens(REAL, bodies[over[-1]], bodies[over[-1]]["messages"]) - tokens(
