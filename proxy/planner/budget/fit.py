@@ -13,6 +13,7 @@ from typing import Any
 from proxy.errors import ContextLengthExceeded
 from proxy.planner.budget.allocation import Plan, Planner
 from proxy.planner.budget.note import budget_note, note_cost
+from proxy.planner.budget.overflow import over_budget
 from proxy.planner.budget.required_parts import describe, limit_phrase, shorten
 from proxy.planner.budget.trim import apply, with_note
 from proxy.planner.budget.turn_recall import turn_recall, with_recall
@@ -95,6 +96,12 @@ class Fit:
                 excess = (after - self.planner.limit) << attempt
             if target > floor and not plan.over:
                 target = max(floor, target - excess)
+            elif not plan.over and after <= self.planner.limit:
+                # Nothing optional is left: the required parts, with the marks of what was
+                # left out, exceed the budget alone, within the window: they go alone, as
+                # overflow.py sends them (cutting them further would cut what is required).
+                over_budget(layout, after - budget)
+                return plan, out, after
             elif self.policy.budget.on_required_overflow == "truncate":
                 target -= excess
             else:

@@ -61,8 +61,7 @@ def overflow(
             fewer.update(state.opening.decisions())
         return fewer
     if total <= over.limit:  # over the budget, within the window: the required parts alone
-        if not any(p.startswith(_OVERFLOW) for p in layout.problems):
-            layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: {ALONE}")
+        over_budget(layout, excess)
         return alone(state, required)
     if not cut:
         figures = (total, budget, window, fixed)
@@ -124,6 +123,12 @@ def overflow(
         else:
             decisions[k] = state.preset.get(k) or Decision(Action.KEEP, "required", tokens=cost[k])
     return decisions
+
+
+def over_budget(layout: Layout, excess: int) -> None:
+    """Say, once, that the required parts alone go over the budget by `excess` tokens."""
+    if not any(p.startswith(_OVERFLOW) for p in layout.problems):
+        layout.problems.append(f"{_OVERFLOW}{excess:,} tokens: {ALONE}")
 
 
 def alone(state: PlanState, required: list[int]) -> dict[int, Decision]:

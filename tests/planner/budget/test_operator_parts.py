@@ -23,7 +23,7 @@ from proxy.policy.model import (
 from proxy.tokens import TokenCounter
 from proxy.types import Overflow, Priority, Section
 from tests.planner.test_planning import assistant, body_of, user, words
-from tests.planner.test_turn_properties import Chat, chats
+from tests.planner.test_turn_properties import VOCAB, Chat, chats
 from tests.planner_fakes import WordTokenizer
 
 WORDS = WordTokenizer()
@@ -196,3 +196,41 @@ def test_no_turn_outside_the_current_one_is_kept_while_an_operator_block_is_drop
         head = text.split()[0]
         if head not in system:
             assert not kept_history, (head, [m.get("name") for m in kept_history])
+
+
+def test_required_parts_a_token_over_the_budget_go_alone_not_cut_to_nothing() -> None:
+    # The required parts (an agent loop's current turn, the previous turn cut, the operator's
+    # block) and the marks of what was left out come to a token over the budget: they go
+    # alone, within the window. The fit loop used to tighten past them in steps doubling
+    # each time, until `truncate` cut every required part to its marker (hypothesis found it).
+    def exchange(i: int, result: str) -> list[dict[str, Any]]:
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "alpha"}}
+        made = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return [made, {"role": "tool", "tool_call_id": f"c{i}", "content": result}]
+
+    def text(n: int, stride: int) -> str:
+        return " ".join(VOCAB[(i * stride) % 9] for i in range(n))
+
+    msgs: list[dict[str, Any]] = [user("task alpha"), *exchange(0, "alpha")]
+    msgs += [assistant("alpha"), assistant("alpha beta")]
+    for t in range(1, 4):
+        msgs += [user("alpha"), *exchange(t, "alpha"), assistant("alpha")]
+    msgs += [user("alpha"), *exchange(4, "alpha"), assistant(text(162, 7))]
+    msgs += [user(text(12, 1)), *exchange(5, text(40, 7)), *exchange(6, text(40, 7))]
+    for i, m in enumerate(msgs):
+        if m["role"] != "tool":
+            m["name"] = f"m{i}"
+    system = 'Rules. <context section="memory" priority="high">blk0 b0w0 b0w1 b0w2 b0w3</context>'
+    msgs.insert(0, {"role": "system", "content": system})
+    policy = Policy(
+        history=HistoryPolicy(keep_recent=0),
+        cache=CachePolicy(enabled=False),
+        budget=BudgetPolicy(on_required_overflow="truncate"),
+    )
+    out = plan_request(body_of(msgs), policy, WORDS, 300)
+    sent = out.body["messages"]
+    assert "blk0 b0w0 b0w1 b0w2 b0w3" in _system_text(out.body)
+    assert msgs[-5:] == sent[-5:]  # the current turn as it came
+    reply = next(m for m in sent if m.get("name") == "m20")
+    assert str(reply["content"]).startswith("alpha A12 ledger")  # cut, with its text
+    assert out.tokens_after is not None and out.tokens_after <= 300 - 16
