@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_cache import cached_tokens  # noqa: E402
 from billing import AnthropicCache, openai_cost  # noqa: E402
+from evidence_reading import older_only, reached, scattered_file_cuts, seen  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import (  # noqa: E402
     keep_newest,
@@ -70,6 +71,8 @@ BUDGETS = {
     "agent-runs-messages": (16000, 32000),
     "techqa": (3276, 6553),  # windows of 4,096 and 8,192
     "claude-code": (32000,),  # its README's window of 40,000
+    "swe-agent": (16000, 32000),
+    "swe-agent-text": (16000, 32000),
 }
 METHODS = ("default", "per-request", "cached-chats", "relevance-off", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
@@ -115,6 +118,11 @@ class Tally(Coherent):
     evidence: int = 0
     kept: int = 0
     reachable: int = 0  # kept, or returned by one context_recall call (recalled.py)
+    copied: int = 0  # its strings in what the model reads, from any copy (evidence_reading.py)
+    older: int = 0  # evidence the newest three steps' outputs do not all hold ...
+    older_copied: int = 0  # ... and of it, its strings in what the model reads
+    file_cuts: int = 0  # results showing a file's text forwarded cut ...
+    scattered: int = 0  # ... not to one run of whole lines of it
     trimmed_tokens: int = 0
     cached: int = 0
     openai: float = 0.0  # billed input cost of the trimmed replayed requests (billing.py)
@@ -128,6 +136,8 @@ class Tally(Coherent):
             **vars(self),
             "recall": round(self.kept / max(self.evidence, 1), 3),
             "reachable_share": round(self.reachable / max(self.evidence, 1), 3),
+            "copy_share": round(self.copied / max(self.evidence, 1), 3),
+            "older_share": round(self.older_copied / max(self.older, 1), 3),
             "fits_share": round(self.fits / n, 3),
             "setup_share": round(self.setup / n, 3),
             "split_per_request": round(self.split / max(self.answered, 1), 3),
@@ -220,9 +230,17 @@ def run_stream(
         tally.setup += setup_kept(messages, out)
         tally.answered += 1
         tally.add(judged(tok, body, out, budget))
+        cuts, scattered = scattered_file_cuts(messages, out)
+        tally.file_cuts += cuts
+        tally.scattered += scattered
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
+            shown = seen(read(out))
+            tally.copied += reached(shown, point.evidence)
+            older = older_only(read(messages), point.evidence)
+            tally.older += len(older)
+            tally.older_copied += reached(shown, older)
             recalled = recall_once(messages, out, point.query, (round(budget / 0.8), used), tok)
             with_recall = [*out, recalled] if recalled is not None else out
             tally.reachable += kept_evidence(read(messages), read(with_recall), point.evidence)
@@ -277,7 +295,9 @@ def run(
                 results.setdefault(name, {}).setdefault(str(budget), {})[method] = row
                 print(
                     f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
-                    f"reachable {row['reachable_share']:.3f} "
+                    f"reachable {row['reachable_share']:.3f} any-copy {row['copy_share']:.3f} "
+                    f"older-only {row['older_share']:.3f} ({row['older']}) "
+                    f"file-cuts {row['file_cuts']} scattered {row['scattered']} "
                     f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
                     f"refused {row['refused']} cached {row['cached_share']} "
                     f"cost {row['openai']:.0f}/{row['anthropic']:.0f} "
@@ -301,11 +321,12 @@ def relative_costs(rows: dict[str, Any]) -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| data set | budget | method | trimmed requests | evidence recall | evidence reachable | fits | "
+        "| data set | budget | method | trimmed requests | evidence recall | evidence, any copy | "
+        "older-only evidence, any copy | evidence reachable | file text cut (scattered) | fits | "
         "setup kept | refused | split turns / request | previous turn kept | "
         "recency inverted | newest reply omitted | cached share (replays) | "
         "input cost, OpenAI | input cost, Anthropic |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def figure(value: float | None) -> str:
@@ -316,7 +337,9 @@ def table(results: dict[str, Any]) -> str:
             for method, r in methods.items():
                 lines.append(
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
-                    f"{r['recall']:.3f} | {r['reachable_share']:.3f} | {r['fits_share']:.3f} | "
+                    f"{r['recall']:.3f} | {r['copy_share']:.3f} | {r['older_share']:.3f} | "
+                    f"{r['reachable_share']:.3f} | {r['file_cuts']} ({r['scattered']}) | "
+                    f"{r['fits_share']:.3f} | "
                     f"{r['setup_share']:.3f} | "
                     f"{r['refused']} | {r['split_per_request']:.2f} | "
                     f"{r['previous_share']:.3f} | {r['inverted']} | {r['omitted']} | "

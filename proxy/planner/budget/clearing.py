@@ -27,7 +27,7 @@ from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.history import READ, keys_of, now_of, unit_act
+from proxy.planner.history import READ, keys_of, now_of, shows_file_text, unit_act
 from proxy.planner.parts import MESSAGE, Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
@@ -124,7 +124,10 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
                     found.append(((0, *place_of), Clearable(key, full - after, decision)))
                     whole, full, tokens = packed, after, packed_tokens
             held = state.terms.figures(layout.text[key])  # whitespace aside, the same text
-            strings = [] if reads else strings_to_keep(whole, held, i, said, commands)
+            # A file's text, read from its content (numbered lines, a window, a diff) or its
+            # call (a read), is kept whole or cleared: never cut to an excerpt.
+            file = reads or shows_file_text(whole)
+            strings = [] if file else strings_to_keep(whole, held, i, said, commands)
             recall = layout.recall_id(MESSAGE, i)
             text = excerpt(whole, strings, (name, recall), tokens) if strings else None
             if text is not None:  # any old result: what it holds that matters stays

@@ -3,6 +3,7 @@ agent's newest commands), repeats found, and cut-off turns recalled. Decided her
 older turn or tool exchange is worth keeping first, and how clearly a turn asks for the
 past."""
 
+from proxy.planner.history.file_text import shows_file_text, whole_lines
 from proxy.planner.history.order import now_of, query_texts
 from proxy.planner.history.rank import Now, keep_order, keys_of, merits, per_token, worth
 from proxy.planner.history.recall import (
@@ -41,10 +42,12 @@ __all__ = [
     "quote",
     "recall_message",
     "reused",
+    "shows_file_text",
     "speaker_line",
     "standouts",
     "trail_weights",
     "unit_act",
+    "whole_lines",
     "without_own_label",
     "worth",
 ]

@@ -1,0 +1,170 @@
+"""Two more readings of the evidence (bench_quality.py and its end-to-end twin), and the
+check that no file's text was cut to scattered lines.
+
+- Any copy: a piece of evidence reaches the model when every string it carries is in what
+  the model reads of the forwarded request (every message but the assistant's own, the
+  proxy's recall message among them), from whichever copy: in an edit loop the newest
+  output often shows the same file window again, so the older copy is not what counts.
+- Older only: the evidence whose strings the newest three steps' outputs do not all hold
+  (what only older steps can give), read the same way.
+- Scattered file cuts: forwarded results cut from a result that shows a file's text (a
+  third of its lines or more numbered one after another, a diff, or the output of a command
+  that reads a file) whose kept text is not one run of whole lines of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from quality_sets import Evidence, Msg
+
+NEWEST = 3  # steps whose outputs are "the newest"
+_PROXY = "[context-proxy:"
+_MARKS = (_PROXY, "[…truncated")  # the proxy's lines in a cut
+_NUMBERED = re.compile(r"^[ \t]*(\d+)(?:\t|→|:|\||-)", re.M)
+_DIFF = re.compile(r"^(?:@@ -\d+(?:,\d+)? \+\d+|diff --git )", re.M)
+_READERS = frozenset(("cat", "nl", "head", "tail", "sed", "open", "goto", "view"))
+
+
+def content_text(message: Msg) -> str:
+    """A message's text: its string content, or its text blocks' and results' text."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict):
+            inner = block.get("text", block.get("content"))
+            parts.append(inner if isinstance(inner, str) else content_text({"content": inner}))
+    return "\n".join(parts)
+
+
+def seen(out: Sequence[Msg], extra: Msg | None = None) -> str:
+    """What the model reads of `out` (and a recall answer) that it did not write itself."""
+    texts = [content_text(m) for m in out if m.get("role") != "assistant"]
+    if extra is not None:
+        texts.append(content_text(extra))
+    return "\n".join(texts)
+
+
+def reached(text: str, evidence: Sequence[Evidence]) -> int:
+    return sum(1 for ev in evidence if all(k in text for k in ev.keys))
+
+
+def older_only(messages: Sequence[Msg], evidence: Sequence[Evidence]) -> list[Evidence]:
+    """The evidence whose strings the outputs of the newest NEWEST steps do not all hold
+    (a step: an assistant message and what follows it up to the next one)."""
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"][-NEWEST:]
+    first = starts[0] if starts else len(messages)
+    newest = seen(messages[first:])
+    return [ev for ev in evidence if not all(k in newest for k in ev.keys)]
+
+
+def shows_file(text: str, command: str = "") -> bool:
+    """Whether a result shows a file's text (this reader's own rule, not the proxy's)."""
+    if _DIFF.search(text):
+        return True
+    numbers = [int(n) for n in _NUMBERED.findall(text)]
+    following = sum(1 for a, b in itertools.pairwise(numbers) if b == a + 1)
+    if following >= 3 and 3 * following >= sum(1 for line in text.split("\n") if line.strip()):
+        return True  # mostly lines numbered one after another (a few in a log: a record)
+    try:
+        words = shlex.split(command.split("|", maxsplit=1)[0]) if command else []
+    except ValueError:
+        words = command.split()
+    writes = "<<" in command or ">" in command or "-i" in words
+    return bool(words) and words[0] in _READERS and not writes
+
+
+def scattered_file_cuts(messages: Sequence[Msg], out: Sequence[Msg]) -> tuple[int, int]:
+    """(cuts of file text, those not one run of whole lines of their result)."""
+    commands = _commands(messages)
+    texts = [content_text(m) for m in messages]
+    at = {t: k for k, t in enumerate(texts)}
+    pos = 0  # messages keep their order: a cut comes from an original after the last found
+    cuts = bad = 0
+    for m in out:
+        text = content_text(m)
+        if text in at:
+            pos = max(pos, at[text] + 1) if m.get("role") != "assistant" else pos
+            continue
+        if m.get("role") == "assistant" or text.startswith(_PROXY):
+            continue
+        body = "\n".join(line for line in text.split("\n") if not line.startswith(_MARKS))
+        body = body.strip("\n")
+        k = _source(messages, texts, m, body, pos)
+        if k is None:
+            continue
+        pos = k + 1
+        if shows_file(texts[k], commands.get(k, "")):
+            cuts += 1
+            bad += not _one_run(body, texts[k])
+    return cuts, bad
+
+
+def _one_run(body: str, source: str) -> bool:
+    at = source.find(body)
+    if not body or at < 0:
+        return False
+    end = at + len(body)
+    return (at == 0 or source[at - 1] == "\n") and (end == len(source) or source[end] == "\n")
+
+
+def _source(
+    messages: Sequence[Msg], texts: Sequence[str], cut: Msg, body: str, pos: int
+) -> int | None:
+    """The original a cut result came from: its call's result, or the first output from
+    `pos` on that holds every line it kept."""
+    call = cut.get("tool_call_id")
+    if call is not None:
+        return next((k for k, m in enumerate(messages) if m.get("tool_call_id") == call), None)
+    lines = [line for line in body.split("\n") if line.strip() and line.strip() != "[…]"]
+    for k in range(pos, len(messages)):
+        if messages[k].get("role") == cut.get("role") and all(x in texts[k] for x in lines):
+            return k
+    return None
+
+
+_FENCE = re.compile(r"```[a-z]*\n(.*?)\n```\s*\Z", re.S)
+
+
+def _commands(messages: Sequence[Msg]) -> dict[int, str]:
+    """Each result's command (by its index): its call's, or for a text agent's output the
+    fenced command of the message before it."""
+    out: dict[int, str] = {}
+    calls: dict[str, str] = {}
+    for k, m in enumerate(messages):
+        for call in m.get("tool_calls") or ():
+            function = call.get("function", {})
+            calls[call.get("id", "")] = _command_of(
+                function.get("name", ""), function.get("arguments")
+            )
+        if m.get("tool_call_id") in calls:
+            out[k] = calls[m["tool_call_id"]]
+        elif k and m.get("role") == "user" and messages[k - 1].get("role") == "assistant":
+            fenced = _FENCE.search(content_text(messages[k - 1]))
+            if fenced:
+                out[k] = fenced.group(1)
+    return out
+
+
+def _command_of(name: str, arguments: Any) -> str:
+    try:
+        args = orjson.loads(arguments) if isinstance(arguments, str) else arguments
+    except orjson.JSONDecodeError:
+        return str(arguments)
+    if not isinstance(args, dict):
+        return ""
+    value = args.get("command", args.get("cmd"))
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(args.get("args"), str):
+        return f"{name} {args['args']}"
+    if isinstance(args.get("file_path"), str) and not ({"old_string", "content"} & set(args)):
+        return "view " + args["file_path"]
+    return ""
