@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 
 # A numbered line: a line number, then a tab, an arrow, a colon, a bar or a dash.
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,7})(?:\t|→|:|\||-(?!-))", re.M)
@@ -45,3 +46,33 @@ def whole_lines(head: str) -> str:
     holds one: a run of whole lines, never a line cut in two."""
     end = head.rfind("\n")
     return head[:end] if end > 0 else head
+
+
+# A line long enough to say which line it is (a bare `return`, `)` or `else:` is in every
+# file), and the share of a result's lines a later result must show for it to be shown again.
+MIN_LINE = 12
+AGAIN_SHARE = 0.8
+
+
+def shown_lines(text: str) -> frozenset[str]:
+    """The distinct lines `text` shows, numbers and indentation off (an edit above a
+    window renumbers its lines, a later view of it shows the same ones)."""
+    out: set[str] = set()
+    for line in text.splitlines():
+        found = _NUMBERED.match(line)
+        body = (line[found.end() :] if found else line).strip()
+        if len(body) >= MIN_LINE:
+            out.add(body)
+    return frozenset(out)
+
+
+def shown_again(texts: Sequence[str]) -> list[bool]:
+    """Per text (units' results, in conversation order): whether later ones show at least
+    AGAIN_SHARE of its lines again (the same window, the same test output since)."""
+    later: set[str] = set()
+    again: list[bool] = []
+    for text in reversed(texts):
+        lines = shown_lines(text)
+        again.append(bool(lines) and len(lines & later) >= AGAIN_SHARE * len(lines))
+        later |= lines
+    return again[::-1]

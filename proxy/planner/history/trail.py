@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from proxy.planner.history.file_text import shown_again
 from proxy.planner.parts import Layout
 
 READ, EDIT, SEARCH, RUN = "read", "edit", "search", "run"
@@ -134,9 +135,11 @@ def merged(acts: Iterable[Act]) -> Act:
     return Act(kind, frozenset().union(*(a.paths for a in found)), all(a.whole for a in found))
 
 
-def trail_weights(acts: Sequence[Act]) -> list[float]:
-    """Per act (units in conversation order): the weight of its result in the ranking of
-    old results: SUPERSEDED for a read of files the agent read again, in whole, later."""
+def trail_weights(acts: Sequence[Act], shown: Sequence[str] = ()) -> list[float]:
+    """Per act (units in conversation order, `shown`: their results' text): the weight of
+    its result in the ranking of old results: SUPERSEDED for a read of files the agent
+    read again, in whole, later, and for a result whose lines a later one shows again (the
+    same file window, the same output: file_text.shown_again)."""
     later_reads: set[str] = set()
     weights: list[float] = []
     for act in reversed(acts):  # newest first: what came after each act is known
@@ -144,7 +147,11 @@ def trail_weights(acts: Sequence[Act]) -> list[float]:
         weights.append(SUPERSEDED if superseded else 1.0)
         if act.kind == READ and act.whole:
             later_reads.update(act.paths)
-    return weights[::-1]
+    weights.reverse()
+    if shown:
+        again = shown_again(shown)
+        weights = [SUPERSEDED if a else w for w, a in zip(weights, again, strict=True)]
+    return weights
 
 
 def unit_act(layout: Layout, unit: Sequence[int]) -> Act:
