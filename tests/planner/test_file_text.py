@@ -32,12 +32,9 @@ def nl(lines: list[str], first: int = 1) -> str:
 
 def swe_window(lines: list[str], first: int, total: int) -> str:
     """SWE-agent's `open`/`goto` window: a header, numbered lines, what is above and below."""
+    head = f"[File: /testbed/app/query.py ({total} lines total)]\n({first - 1} more lines above)"
     body = [f"{n}:{line}" for n, line in enumerate(lines, first)]
-    return "\n".join(
-        [f"[File: /testbed/app/query.py ({total} lines total)]", f"({first - 1} more lines above)"]
-        + body
-        + [f"({total - first - len(lines) + 1} more lines below)"]
-    )
+    return "\n".join([head, *body, f"({total - first - len(lines) + 1} more lines below)"])
 
 
 def test_numbered_windows_of_every_agent_are_file_text() -> None:
@@ -65,7 +62,9 @@ def test_records_are_not_file_text() -> None:
     assert not shows_file_text("\n".join(f"src/pkg/module_{j}.py" for j in range(50)))
     assert not shows_file_text("\n".join(f"| {j} | row {j} | {j * 3} |" for j in range(20)))
     assert not shows_file_text("1: yes\n2: no")  # too short to be a window
-    noisy = "\n".join([f"DEBUG node {j}" for j in range(60)] + [f"{n}: <node {n}>" for n in range(5)])
+    noisy = "\n".join(
+        [f"DEBUG node {j}" for j in range(60)] + [f"{n}: <node {n}>" for n in range(5)]
+    )
     assert not shows_file_text(noisy)  # a short numbered list inside a long log
 
 
@@ -136,7 +135,9 @@ def one_run_or_cleared(original: str, sent: str) -> bool:
     body = "\n".join(x for x in sent.split("\n") if not x.startswith(("[context-proxy:", "[…")))
     at = original.find(body)
     end = at + len(body)
-    return at >= 0 and (at == 0 or original[at - 1] == "\n") and original[end : end + 1] in ("", "\n")
+    return (
+        at >= 0 and (at == 0 or original[at - 1] == "\n") and original[end : end + 1] in ("", "\n")
+    )
 
 
 def check_forwarded(msgs: list[dict[str, Any]], policy: Policy, cut: int) -> list[str]:
@@ -146,6 +147,7 @@ def check_forwarded(msgs: list[dict[str, Any]], policy: Policy, cut: int) -> lis
     out = plan_request(body, policy, GPT_4O, before - cut)
     assert out.tokens_after <= before - cut
     sent = out.body["messages"]
+    assert paired(sent)
     originals = [m for m in msgs if m.get("role") in ("tool", "user")]
     changed = []
     for m in sent:
@@ -154,7 +156,9 @@ def check_forwarded(msgs: list[dict[str, Any]], policy: Policy, cut: int) -> lis
         changed.append(m["content"])
         sources = [o["content"] for o in originals if o.get("role") == m["role"]]
         if m.get("tool_call_id"):
-            sources = [o["content"] for o in originals if o.get("tool_call_id") == m["tool_call_id"]]
+            sources = [
+                o["content"] for o in originals if o.get("tool_call_id") == m["tool_call_id"]
+            ]
         windows = [s for s in sources if shows_file_text(s)]
         assert not windows or any(one_run_or_cleared(s, m["content"]) for s in windows), m
     return changed

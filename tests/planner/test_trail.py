@@ -118,6 +118,20 @@ def test_a_read_read_again_in_whole_later_is_superseded() -> None:
     assert trail_weights([both, read]) == [1.0, 1.0]  # one of its files is still only there
 
 
+def test_a_result_shown_again_since_is_superseded_whatever_its_command() -> None:
+    """SWE-agent's `goto` names no file: the window it printed, shown again after an edit
+    (renumbered) or by a later `goto`, is what counts, read from the text."""
+    code = [f"    total_{j} = compute(item_{j}, limit={j})" for j in range(40)]
+    window = "\n".join(f"{100 + j}:{line}" for j, line in enumerate(code))
+    renumbered = "\n".join(f"{101 + j}:{line}" for j, line in enumerate(code))  # a line above
+    elsewhere = "\n".join(f"{300 + j}:    other_{j} = run(step_{j})" for j in range(40))
+    run, shown = Act(RUN), [window, "Ran 3 tests: OK", renumbered, elsewhere]
+    assert trail_weights([run] * 4, shown) == [SUPERSEDED, 1.0, 1.0, 1.0]
+    assert trail_weights([run] * 4) == [1.0] * 4  # without the texts: the acts alone
+    half = "\n".join(f"{100 + j}:{line}" for j, line in enumerate(code[:20]))
+    assert trail_weights([run, run], [window, half]) == [1.0, 1.0]  # half of it: not again
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.one_of(
