@@ -56,7 +56,7 @@ _SED_RANGE = re.compile(r"^'?(\d+)(?:,(\d+))?p'?$")
 _WRAP = re.compile(
     r"\A<returncode>(-?\d+)</returncode>\n(?:<output>\n)?(.*?)(?:</output>)?\s*\Z", re.S
 )
-_SED_EDIT = re.compile(r"^sed -i '(\d+)(?:,(\d+))?([aicd])\\? ?(.*)' (\S+)$")
+_SED_EDIT = re.compile(r"^sed -i '(\d+)(?:,(\d+))?([aicd])(\\?)(.*)' (\S+)$")
 _SED_SUB = re.compile(
     r"^sed -i '(\d+(?:,\d+)?)?s(.)((?:\\.|(?!\2).)+)\2((?:\\.|(?!\2).)*)\2g?' (\S+)$"
 )
@@ -127,7 +127,8 @@ def _edited(command: str, files: Files) -> tuple[str, int, int, list[str]] | Non
     if "\n" in command:
         return None
     if m := _SED_EDIT.match(command):
-        a, b, op, text, path = m.groups()
+        a, b, op, escaped, text, path = m.groups()
+        text = text if escaped else text.lstrip()  # GNU sed: `a\` keeps the text's indent
         known = files.lines.get(_relative(path), {})
         first, last = int(a), int(b or a)
         new = text.replace("\\n", "\n").split("\n") if op != "d" else []
