@@ -56,6 +56,7 @@ AGENT_SETS = ("agent-runs", "text-agent", "swe-agent", "swe-agent-text", "claude
 RESULTS = HERE / "results" / "coherence_e2e.json"
 DOC = ROOT / "docs" / "benchmarks.md"
 MARKS = "<!-- coherence_e2e: begin -->", "<!-- coherence_e2e: end -->"
+AGENT_MARKS = "<!-- coherence_e2e_agents: begin -->", "<!-- coherence_e2e_agents: end -->"
 
 
 @dataclass
@@ -182,7 +183,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     command = "python tests/bench/bench_coherence_e2e.py " + " ".join(argv or sys.argv[1:])
-    write_doc_section(DOC, MARKS, "Coherence end to end", command, table(results))
+    # Chat and agent sets each in a section of their own: a run of one group leaves the
+    # other's figures as they were measured.
+    for marks, heading, group in (
+        (MARKS, "Coherence end to end", CHAT_SETS),
+        (AGENT_MARKS, "Coherence end to end: agent sets", AGENT_SETS),
+    ):
+        rows = {name: r for name, r in results.items() if name in group}
+        if rows:
+            write_doc_section(DOC, marks, heading, command, table(rows))
 
 
 if __name__ == "__main__":
