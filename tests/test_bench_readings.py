@@ -23,15 +23,16 @@ def wrapped(out: str, code: int = 0) -> str:
     return f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>"
 
 
-def test_any_copy_reads_what_the_model_reads_but_its_own_words() -> None:
+def test_any_copy_reads_the_messages_text_not_the_calls_arguments() -> None:
+    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "cat a_b.py"}'}}
     out = [
-        {"role": "assistant", "content": "I will edit compute_total"},
+        {"role": "assistant", "content": "I will edit compute_total", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "def compute_total(x):"},
         {"role": "user", "content": [{"type": "text", "text": "see parse_header"}]},
     ]
     text = r.seen(out)
-    assert "compute_total(x)" in text and "parse_header" in text
-    assert "I will edit" not in text  # the assistant's own words are not a copy
+    assert "compute_total(x)" in text and "parse_header" in text and "I will edit" in text
+    assert "a_b.py" not in text  # a call's arguments are no copy of a result
     ev = [Evidence(3, ("compute_total(x)",)), Evidence(5, ("compute_total", "missing_name"))]
     assert r.reached(text, ev) == 1
     assert r.reached(r.seen(out, {"role": "tool", "content": "> missing_name"}), ev) == 2

@@ -1,10 +1,10 @@
 """Two more readings of the evidence (bench_quality.py and its end-to-end twin), and the
 check that no file's text was cut to scattered lines.
 
-- Any copy: a piece of evidence reaches the model when every string it carries is in what
-  the model reads of the forwarded request (every message but the assistant's own, the
-  proxy's recall message among them), from whichever copy: in an edit loop the newest
-  output often shows the same file window again, so the older copy is not what counts.
+- Any copy: a piece of evidence reaches the model when every string it carries is in the
+  text of the forwarded messages (the proxy's recall message among them; tool calls'
+  arguments not), from whichever copy: in an edit loop the newest output often shows the
+  same file window again, so the older copy is not what counts.
 - Older only: the evidence whose strings the newest three steps' outputs do not all hold
   (what only older steps can give), read the same way.
 - Scattered file cuts: forwarded results cut from a result that shows a file's text (a
@@ -45,8 +45,8 @@ def content_text(message: Msg) -> str:
 
 
 def seen(out: Sequence[Msg], extra: Msg | None = None) -> str:
-    """What the model reads of `out` (and a recall answer) that it did not write itself."""
-    texts = [content_text(m) for m in out if m.get("role") != "assistant"]
+    """The text of `out`'s messages (and of a recall answer), tool calls' arguments aside."""
+    texts = [content_text(m) for m in out]
     if extra is not None:
         texts.append(content_text(extra))
     return "\n".join(texts)
