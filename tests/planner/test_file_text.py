@@ -39,6 +39,8 @@ def swe_window(lines: list[str], first: int, total: int) -> str:
 
 def test_numbered_windows_of_every_agent_are_file_text() -> None:
     assert shows_file_text(nl(SOURCE[:40], 200))  # nl -ba, cat -n (Codex, bash agents)
+    codex = json.dumps({"output": nl(SOURCE[:40]), "metadata": {"exit_code": 0}})
+    assert shows_file_text(codex)  # Codex's shell tool: the output in a JSON object
     read = "\n".join(f"{n:6}→{line}" for n, line in enumerate(SOURCE[:30], 1))
     assert shows_file_text(read + "\n\n<system-reminder>\nLook out.\n</system-reminder>")
     window = swe_window(SOURCE[:100], 100, 400)
@@ -55,6 +57,8 @@ def test_records_are_not_file_text() -> None:
     rows = [{"flight": f"HAT{100 + j}", "price": 100 + j} for j in range(40)]
     assert not shows_file_text(json.dumps(rows))
     assert not shows_file_text(json.dumps(rows, indent=2))
+    assert not shows_file_text(json.dumps({"output": "12 passed in 0.3s", "metadata": {}}))
+    assert not shows_file_text('{"output": "broken')  # not JSON: read as it is
     log = "\n".join(f"12:{m:02d}:01 INFO request {m} served in 3 ms" for m in range(30))
     assert not shows_file_text(log)  # a clock is no line number
     hits = "\n".join(f"{n}:    return handler_{n}(request)" for n in (14, 88, 203, 377, 412))

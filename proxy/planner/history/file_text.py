@@ -6,7 +6,7 @@ whole or cleared, never cut to scattered lines (excerpts are for records: JSON, 
 logs, listings); where one must be cut to fit (a chat's tool group on the budget's edge,
 the newest result alone over it) it keeps its head in whole lines. The test is on the
 content, whatever the command was called and however its arguments name the file:
-`nl -ba` and `cat -n` (`  12\\tcode`),
+`nl -ba` and `cat -n` (`  12\\tcode`, Codex's shell output in its JSON too),
 Claude Code's Read (`    12→code`), SWE-agent's `open`/`goto`/`edit` windows (`12:code`),
 `grep -n` with context lines (`12:hit`, `13-next`), and any diff.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+
+import orjson
 
 # A numbered line: a line number, then a tab, an arrow, a colon, a bar or a dash.
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,7})(?:\t|→|:|\||-(?!-))", re.M)
@@ -29,7 +31,15 @@ MIN_SHARE = 0.4
 
 
 def shows_file_text(text: str) -> bool:
-    """Whether `text` shows a file's text: a diff, or lines numbered one after another."""
+    """Whether `text` shows a file's text: a diff, or lines numbered one after another (also
+    as the `output` string of a JSON result: Codex's shell tool answers that way)."""
+    if text[:1] == "{" and '"output"' in text[:200]:
+        try:
+            wrapped = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            wrapped = None
+        if isinstance(wrapped, dict) and isinstance(wrapped.get("output"), str):
+            text = wrapped["output"]
     if _DIFF.search(text) is not None:
         return True
     found = _NUMBERED.findall(text)
