@@ -16,8 +16,12 @@ the budget), setup kept (every message before the first answer forwarded as it c
 refused (400s), coherence (split turns, the previous turn kept, recency inversions:
 tests/coherence.py), and on replays the cached share (trimmed prompt tokens that repeat
 the previous request's leading messages, as OpenAI caches them) and the billed input cost
-relative to per-request planning at OpenAI's and Anthropic's rules (billing.py). Writes
-results/quality.json and the table in docs/benchmarks.md.
+relative to per-request planning at OpenAI's and Anthropic's rules (billing.py). For the
+agent sets also: the evidence whose strings reach the model from any copy, the same for the
+evidence only steps older than the newest three hold, and the results showing a file's text
+that were cut, and of those how many not to one run of whole lines (evidence_reading.py).
+Writes results/quality.json (the sets run; the others' rows as they were) and the tables in
+docs/benchmarks.md: the chat sets' and the agent sets', each when its sets ran.
 """
 
 from __future__ import annotations
@@ -349,8 +353,23 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The agent sets (tool loops, text agents, a tool-calling service agent) in a section of
+# their own: a run of one group leaves the other's figures as they were measured.
+AGENT_SETS = (
+    "tau-airline", "agent-runs", "text-agent", "agent-runs-messages", "claude-code",
+    "swe-agent", "swe-agent-text",
+)  # fmt: skip
+AGENT_MARKS = "<!-- bench_quality_agents: begin -->", "<!-- bench_quality_agents: end -->"
+
+
 def write_doc(results: dict[str, Any], command: str) -> None:
-    write_doc_section(DOC, (BEGIN, END), "Trim quality on every data set", command, table(results))
+    for marks, heading, agents in (
+        ((BEGIN, END), "Trim quality on every data set", False),
+        (AGENT_MARKS, "Trim quality on the agent sets", True),
+    ):
+        rows = {name: r for name, r in results.items() if (name in AGENT_SETS) is agents}
+        if rows:
+            write_doc_section(DOC, marks, heading, command, table(rows))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -367,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(table(results))
     if args.no_write or args.limit or args.scored_only:
         return
-    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    known = orjson.loads(RESULTS.read_bytes()) if RESULTS.exists() else {}
+    RESULTS.write_bytes(orjson.dumps({**known, **results}, option=orjson.OPT_INDENT_2))
     write_doc(results, "python tests/bench/bench_quality.py " + " ".join(argv or sys.argv[1:]))
 
 
