@@ -3,10 +3,11 @@ replaced by a placeholder naming the tool and the tokens removed.
 
 Compaction (compact.py) loses nothing, so every old result that can be compacted is,
 before any is cut. The cheapest cut that keeps an agent's trail: the call and its
-arguments stay, so the request stays valid and the agent still sees what it did. A result
+arguments stay, so the request stays valid and the agent still sees what it did. A record
 holding strings that matter (ids the conversation went on to use, strings the newest
-commands name) is cut to an excerpt of them (excerpt.py), whatever its relevance; the
-others, from the less relevant share of the old exchanges, to a placeholder. Least
+commands name) is cut to an excerpt of them (excerpt.py), whatever its relevance; a file's
+text never is (history/file_text.py: it stays whole or goes); the others, from the less
+relevant share of the old exchanges, to a placeholder. Least
 relevant to what the request is doing now first (ties: the oldest first), and only as far
 as the caller's target asks (`pick`): today just enough to fit the budget; a caller that
 wants to cut in steps passes a lower target. Evidence recall with excerpts (and the newest
