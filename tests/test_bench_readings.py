@@ -23,19 +23,28 @@ def wrapped(out: str, code: int = 0) -> str:
     return f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>"
 
 
-def test_any_copy_reads_the_messages_text_not_the_calls_arguments() -> None:
+def test_any_copy_of_a_result_is_in_any_message_but_the_assistants_own() -> None:
     call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "cat a_b.py"}'}}
-    out = [
-        {"role": "assistant", "content": "I will edit compute_total", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "def compute_total(x):"},
+    messages = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": "I will edit compute_total in a_b.py",
+            "tool_calls": [call],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "def compute_total(x): a_b.py"},
         {"role": "user", "content": [{"type": "text", "text": "see parse_header"}]},
     ]
-    text = r.seen(out)
-    assert "compute_total(x)" in text and "parse_header" in text and "I will edit" in text
-    assert "a_b.py" not in text  # a call's arguments are no copy of a result
-    ev = [Evidence(3, ("compute_total(x)",)), Evidence(5, ("compute_total", "missing_name"))]
-    assert r.reached(text, ev) == 1
-    assert r.reached(r.seen(out, {"role": "tool", "content": "> missing_name"}), ev) == 2
+    found = r.copies(messages[:2] + messages[3:])  # the result left out
+    assert "parse_header" in found.outputs and "I will edit" not in found.outputs
+    assert "I will edit" in found.every and "cat a_b.py" not in found.every  # no arguments
+    of_result = [Evidence(2, ("compute_total",))]
+    assert r.reached(found, messages, of_result) == 0  # only the agent's own words say it
+    assert r.reached(r.copies(messages), messages, of_result) == 1
+    recall = {"role": "user", "content": "[context-proxy: recalled]\n> def compute_total(x)"}
+    assert r.reached(r.copies([*messages[:2], recall]), messages, of_result) == 1
+    of_reply = [Evidence(1, ("I will edit compute_total",))]  # a chat's evidence: a reply
+    assert r.reached(found, messages, of_reply) == 1
 
 
 def test_older_only_is_what_the_newest_three_steps_do_not_all_show() -> None:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from bench_quality import BUDGETS, MODEL, Coherent, judged, normalized  # noqa: E402
-from evidence_reading import older_only, reached, scattered_file_cuts, seen  # noqa: E402
+from evidence_reading import copies, older_only, reached, scattered_file_cuts  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import kept_evidence  # noqa: E402
 from quality_sets import SETS  # noqa: E402
@@ -136,11 +136,11 @@ def replay(name: str, budget: int, limit: int, tok: Any, workdir: Path) -> Tally
                         read = normalized(stream.normalize)
                         tally.evidence += len(point.evidence)
                         tally.kept += kept_evidence(read(messages), read(out), point.evidence)
-                        shown = seen(read(out))
-                        tally.copied += reached(shown, point.evidence)
-                        older = older_only(read(messages), point.evidence)
+                        found, original = copies(read(out)), read(messages)
+                        tally.copied += reached(found, original, point.evidence)
+                        older = older_only(original, point.evidence)
                         tally.older += len(older)
-                        tally.older_copied += reached(shown, older)
+                        tally.older_copied += reached(found, original, older)
     return tally
 
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_cache import cached_tokens  # noqa: E402
 from billing import AnthropicCache, openai_cost  # noqa: E402
-from evidence_reading import older_only, reached, scattered_file_cuts, seen  # noqa: E402
+from evidence_reading import copies, older_only, reached, scattered_file_cuts  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import (  # noqa: E402
     keep_newest,
@@ -240,11 +240,11 @@ def run_stream(
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
-            shown = seen(read(out))
-            tally.copied += reached(shown, point.evidence)
-            older = older_only(read(messages), point.evidence)
+            found, original = copies(read(out)), read(messages)
+            tally.copied += reached(found, original, point.evidence)
+            older = older_only(original, point.evidence)
             tally.older += len(older)
-            tally.older_copied += reached(shown, older)
+            tally.older_copied += reached(found, original, older)
             recalled = recall_once(messages, out, point.query, (round(budget / 0.8), used), tok)
             with_recall = [*out, recalled] if recalled is not None else out
             tally.reachable += kept_evidence(read(messages), read(with_recall), point.evidence)

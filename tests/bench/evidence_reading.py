@@ -4,7 +4,9 @@ check that no file's text was cut to scattered lines.
 - Any copy: a piece of evidence reaches the model when every string it carries is in the
   text of the forwarded messages (the proxy's recall message among them; tool calls'
   arguments not), from whichever copy: in an edit loop the newest output often shows the
-  same file window again, so the older copy is not what counts.
+  same file window again, so the older copy is not what counts. A copy of a result (or a
+  user's words) is in any message but the assistant's own: what an agent wrote of a file
+  is no copy of what it read; a copy of an assistant's turn (a chat's evidence) anywhere.
 - Older only: the evidence whose strings the newest three steps' outputs do not all hold
   (what only older steps can give), read the same way.
 - Scattered file cuts: forwarded results cut from a result that shows a file's text (a
@@ -18,6 +20,7 @@ import itertools
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -44,16 +47,31 @@ def content_text(message: Msg) -> str:
     return "\n".join(parts)
 
 
-def seen(out: Sequence[Msg], extra: Msg | None = None) -> str:
-    """The text of `out`'s messages (and of a recall answer), tool calls' arguments aside."""
-    texts = [content_text(m) for m in out]
-    if extra is not None:
-        texts.append(content_text(extra))
-    return "\n".join(texts)
+@dataclass(frozen=True, slots=True)
+class Copies:
+    """What the model reads of a forwarded request: every message's text, and the text of
+    every message but its own (the assistant's)."""
+
+    every: str
+    outputs: str
 
 
-def reached(text: str, evidence: Sequence[Evidence]) -> int:
-    return sum(1 for ev in evidence if all(k in text for k in ev.keys))
+def copies(out: Sequence[Msg]) -> Copies:
+    """The text of `out`'s messages, tool calls' arguments aside."""
+    texts = [(m.get("role") == "assistant", content_text(m)) for m in out]
+    return Copies("\n".join(t for _, t in texts), "\n".join(t for own, t in texts if not own))
+
+
+def reached(found: Copies, messages: Sequence[Msg], evidence: Sequence[Evidence]) -> int:
+    """The evidence whose strings are all in a copy: of a tool's or a user's text, any
+    message but the assistant's own (what the agent wrote is no copy of what it read); of
+    an assistant's turn (a chat's evidence), any message."""
+    count = 0
+    for ev in evidence:
+        own = messages[ev.index].get("role") == "assistant"
+        text = found.every if own else found.outputs
+        count += all(k in text for k in ev.keys)
+    return count
 
 
 def older_only(messages: Sequence[Msg], evidence: Sequence[Evidence]) -> list[Evidence]:
@@ -61,7 +79,7 @@ def older_only(messages: Sequence[Msg], evidence: Sequence[Evidence]) -> list[Ev
     (a step: an assistant message and what follows it up to the next one)."""
     starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"][-NEWEST:]
     first = starts[0] if starts else len(messages)
-    newest = seen(messages[first:])
+    newest = copies(messages[first:]).outputs
     return [ev for ev in evidence if not all(k in newest for k in ev.keys)]
 
 
