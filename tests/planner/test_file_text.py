@@ -14,14 +14,17 @@ from hypothesis import strategies as st
 
 from proxy.planner.budget.cuts import cut_decision
 from proxy.planner.history.file_text import shows_file_text, whole_lines
+from proxy.planner.report import Refused
 from proxy.planner.request import plan_request
 from proxy.policy.model import BudgetPolicy, CachePolicy, Policy
 from proxy.tokens import TokenCounter
 from tests.planner.budget.test_agents import paired
+from tests.planner_fakes import WordTokenizer
 
 GPT_4O = TokenCounter().for_model("gpt-4o", Policy())
 PER_REQUEST = Policy(budget=BudgetPolicy(ratio=1.0), cache=CachePolicy(enabled=False))
 CACHED = Policy(budget=BudgetPolicy(ratio=1.0))
+TRUNCATE = Policy(budget=BudgetPolicy(ratio=1.0, on_required_overflow="truncate"))
 SOURCE = [f"    value_{j} = compute(item_{j}, limit={j})" for j in range(1, 121)]
 TARGET = "resolve_lookup_value"
 
@@ -203,3 +206,63 @@ def test_any_text_is_read_without_raising(lines: list[str]) -> None:
     text = "\n".join(lines)
     assert shows_file_text(text) in (True, False)
     assert text.startswith(whole_lines(text))
+
+
+WORDS = WordTokenizer()
+STYLES = ("nl", "swe", "read", "json", "listing")
+
+
+def output(style: str, start: int, size: int, names: list[str]) -> str:
+    """A tool result in one of the shapes agents see: a numbered file window (nl -ba,
+    SWE-agent's window, Claude Code's Read) or a record (JSON, a listing)."""
+    lines = [
+        f"    {names[j % len(names)]}_{start + j} = compute(item_{start + j})" for j in range(size)
+    ]
+    if style == "nl":
+        return nl(lines, start)
+    if style == "swe":
+        return swe_window(lines, start, start + size + 50)
+    if style == "read":
+        return "\n".join(f"{n:6}→{line}" for n, line in enumerate(lines, start))
+    if style == "json":
+        return json.dumps([{"id": f"{names[0]}_{start + j}", "n": j} for j in range(size)])
+    return "\n".join(f"src/{names[j % len(names)]}_{start + j}.py" for j in range(size))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(STYLES), st.integers(1, 400), st.integers(5, 60)),
+        min_size=4,
+        max_size=12,
+    ),
+    st.lists(st.sampled_from(["resolve", "lookup", "handler", "parser"]), min_size=1, max_size=3),
+    st.floats(0.2, 0.9),
+    st.sampled_from([PER_REQUEST, CACHED, TRUNCATE]),
+)
+def test_no_forwarded_request_carries_an_excerpt_of_a_files_text(
+    steps: list[tuple[str, int, int]], names: list[str], share: float, policy: Policy
+) -> None:
+    """Any run of windows and records, any budget: every result showing a file's text is
+    forwarded whole, cleared (or recalled whole), or as one run of its whole lines."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the lookup."},
+    ]
+    for i, (style, start, size) in enumerate(steps):
+        args = {"args": f"{names[i % len(names)]}_{start + 1}"}
+        msgs += [call(i, style, args),
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": output(style, start, size, names)}]  # fmt: skip
+    body = {"model": "m", "messages": copy.deepcopy(msgs)}
+    total = sum(WORDS.count_message(m) for m in msgs) + 3
+    try:
+        out = plan_request(body, policy, WORDS, max(200, int(total * share)))
+    except Refused:  # the newest exchanges alone over the window: refused, never cut
+        assert policy is not TRUNCATE
+        return
+    sent = out.body["messages"]
+    assert paired(sent)
+    by_id = {m.get("tool_call_id"): m["content"] for m in msgs if m.get("role") == "tool"}
+    for m in sent:
+        if m.get("role") == "tool" and shows_file_text(by_id[m["tool_call_id"]]):
+            assert one_run_or_cleared(by_id[m["tool_call_id"]], m["content"]), m
