@@ -16,7 +16,8 @@ its strings; its strings in what the model reads from any copy; the same for the
 only steps older than the newest three hold: evidence_reading.py), and how many results
 showing a file's text were cut, and how many of those not to one run of whole lines. The
 agent sets are sent as chat bodies (claude-code as the chat form of its Messages bodies).
-Writes results/coherence_e2e.json and its section in docs/benchmarks.md.
+Writes results/coherence_e2e.json (the sets run; the others' rows as they were) and its
+sections in docs/benchmarks.md (the chat sets', the agent sets').
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(table(results))
     if args.no_write or args.limit:
         return
-    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    known = orjson.loads(RESULTS.read_bytes()) if RESULTS.exists() else {}
+    RESULTS.write_bytes(orjson.dumps({**known, **results}, option=orjson.OPT_INDENT_2))
     command = "python tests/bench/bench_coherence_e2e.py " + " ".join(argv or sys.argv[1:])
     # Chat and agent sets each in a section of their own: a run of one group leaves the
     # other's figures as they were measured.
