@@ -91,12 +91,17 @@ def shows_file(text: str, command: str = "") -> bool:
     following = sum(1 for a, b in itertools.pairwise(numbers) if b == a + 1)
     if following >= 3 and 3 * following >= sum(1 for line in text.split("\n") if line.strip()):
         return True  # mostly lines numbered one after another (a few in a log: a record)
-    try:
-        words = shlex.split(command.split("|", maxsplit=1)[0]) if command else []
-    except ValueError:
-        words = command.split()
-    writes = "<<" in command or ">" in command or "-i" in words
-    return bool(words) and words[0] in _READERS and not writes
+    if "<<" in command:  # a heredoc: a file written, its text in the command
+        return False
+    for part in re.split(r"\n|&&|\|\||;", command):  # a part that prints a file it reads
+        piece = part.split("|", maxsplit=1)[0]
+        try:
+            words = shlex.split(piece)
+        except ValueError:
+            words = piece.split()
+        if words and words[0] in _READERS and ">" not in piece and "-i" not in words:
+            return True
+    return False
 
 
 def scattered_file_cuts(messages: Sequence[Msg], out: Sequence[Msg]) -> tuple[int, int]:
@@ -136,16 +141,20 @@ def _one_run(body: str, source: str) -> bool:
 def _source(
     messages: Sequence[Msg], texts: Sequence[str], cut: Msg, body: str, pos: int
 ) -> int | None:
-    """The original a cut result came from: its call's result, or the first output from
-    `pos` on that holds every line it kept."""
+    """The original a cut result came from: its call's result, or among the outputs from
+    `pos` on that hold every line it kept the first that starts as it does (a cut keeps
+    its result's head), else the first of them."""
     call = cut.get("tool_call_id")
     if call is not None:
         return next((k for k, m in enumerate(messages) if m.get("tool_call_id") == call), None)
     lines = [line for line in body.split("\n") if line.strip() and line.strip() != "[…]"]
-    for k in range(pos, len(messages)):
-        if messages[k].get("role") == cut.get("role") and all(x in texts[k] for x in lines):
-            return k
-    return None
+    found = [
+        k
+        for k in range(pos, len(messages))
+        if messages[k].get("role") == cut.get("role") and all(x in texts[k] for x in lines)
+    ]
+    head = [k for k in found if lines and texts[k].startswith(lines[0])]
+    return (head or found or [None])[0]
 
 
 _FENCE = re.compile(r"```[a-z]*\n(.*?)\n```\s*\Z", re.S)

@@ -103,8 +103,19 @@ def test_paths_agree_however_spelled() -> None:
 
 def test_parallel_calls_merge_to_the_strongest_kind() -> None:
     acts = [call_act({"file_path": "a/x.py"}), call_act({"file_path": "a/y.py", "content": "z"})]
-    assert merged(acts) == Act(EDIT, frozenset({"a/x.py", "a/y.py"}))
+    # an edit, and one of its results shows a file's text (the read's)
+    assert merged(acts) == Act(EDIT, frozenset({"a/x.py", "a/y.py"}), prints=True)
+    assert merged(acts).shows_file and not merged([acts[1]]).shows_file
     assert merged([]) == Act(RUN)
+
+
+def test_a_command_that_writes_one_file_and_prints_another_shows_a_files_text() -> None:
+    """Its kind is the edit, its output the file `cat` printed: never cut to an excerpt."""
+    act = command_act("sed -n '110,180p' src/python.py > parse.py\ncat parse.py")
+    assert act.kind == EDIT and act.shows_file
+    assert command_act("cat src/a.py").shows_file and not command_act("cat src/a.py").prints
+    assert not command_act("sed -i 's/a/b/' src/a.py").shows_file
+    assert not command_act("grep -rn parse src && python -m pytest").shows_file
 
 
 def test_a_read_read_again_in_whole_later_is_superseded() -> None:

@@ -28,7 +28,7 @@ from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.history import READ, keys_of, now_of, shows_file_text, unit_act
+from proxy.planner.history import keys_of, now_of, shows_file_text, unit_act
 from proxy.planner.parts import MESSAGE, Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
@@ -96,7 +96,7 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
         # the ones the newest commands name (Claude Code sessions at 32k: evidence recall
         # per request 0.65 with excerpts of reads, 0.73 without; by default, one run of
         # whole lines around what the newest commands name 0.657, whole or cleared 0.774).
-        reads = unit_act(layout, units[layout.unit_of[layout.msg[keys[0]]]]).kind == READ
+        reads = unit_act(layout, units[layout.unit_of[layout.msg[keys[0]]]]).shows_file
         for key in keys:
             i = layout.msg[key]
             m = layout.stripped[i]

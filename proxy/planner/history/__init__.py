@@ -21,10 +21,9 @@ from proxy.planner.history.standout import (
     standouts,
     without_own_label,
 )
-from proxy.planner.history.trail import READ, trail_weights, unit_act
+from proxy.planner.history.trail import trail_weights, unit_act
 
 __all__ = [
-    "READ",
     "RECALL_ROLE",
     "STATEMENT_WEIGHT",
     "Dedupe",
