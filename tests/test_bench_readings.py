@@ -145,3 +145,25 @@ def test_a_run_in_swe_agents_shape_keeps_its_steps_and_text_form() -> None:
     text = swe.as_swe_text(msgs, commands)
     assert text[4]["content"].endswith("```\ngoto 4\n```") and text[5]["role"] == "user"
     assert "(Open file: /testbed/app.py)" in text[5]["content"]
+
+
+def test_a_cut_is_read_against_its_own_output_when_outputs_repeat() -> None:
+    """A text agent's outputs repeat ("ok" twice) and a later one shows the same lines
+    numbered: the cut of the log is matched to the log it came from, not the later read."""
+    lines = ["Running build v4", *(f"step {j} done in {j} ms" for j in range(60))]
+    log = "\n".join(lines)
+    run = "go\n\n```\npython build.py\n```"
+    messages = [
+        {"role": "user", "content": "fix"},
+        {"role": "assistant", "content": run},
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": run},
+        {"role": "user", "content": log},
+        {"role": "assistant", "content": "again\n\n```\npython build.py\n```"},
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": "read it\n\n```\nnl -ba build.log\n```"},
+        {"role": "user", "content": "\n".join(f"{n:6}\t{x}" for n, x in enumerate(lines, 1))},
+    ]
+    cut = "Running build v4\n[…]\nstep 30 done in 30 ms\n[…]\n[context-proxy: cut, recall m-1]"
+    out = [*messages[:4], {"role": "user", "content": cut}, *messages[5:]]
+    assert r.scattered_file_cuts(messages, out) == (0, 0)

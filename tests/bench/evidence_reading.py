@@ -108,13 +108,15 @@ def scattered_file_cuts(messages: Sequence[Msg], out: Sequence[Msg]) -> tuple[in
     """(cuts of file text, those not one run of whole lines of their result)."""
     commands = _commands(messages)
     texts = [content_text(m) for m in messages]
-    at = {t: k for k, t in enumerate(texts)}
+    at: dict[str, list[int]] = {}
+    for k, t in enumerate(texts):
+        at.setdefault(t, []).append(k)
     pos = 0  # messages keep their order: a cut comes from an original after the last found
     cuts = bad = 0
     for m in out:
         text = content_text(m)
-        if text in at:
-            pos = max(pos, at[text] + 1) if m.get("role") != "assistant" else pos
+        if text in at:  # as it came: the first copy of it from here on (texts may repeat)
+            pos = next((k + 1 for k in at[text] if k >= pos), pos)
             continue
         if m.get("role") == "assistant" or text.startswith(_PROXY):
             continue
