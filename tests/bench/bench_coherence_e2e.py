@@ -1,4 +1,5 @@
-"""Coherence end to end: every chat set of bench_quality.py replayed through the proxy.
+"""Coherence end to end: every chat and agent set of bench_quality.py replayed through the
+proxy.
 
 Usage: python tests/bench/bench_coherence_e2e.py [--sets locomo,...] [--limit N] [--no-write]
 
@@ -10,8 +11,13 @@ proxy found over the budget (its `x-context-tokens-before` header), the forwarde
 inverted and newest reply omitted (the room the required parts leave measured with the
 forwarded request's own tools, the proxy's recall tool among them when it declared it);
 and whether it fits (the proxy's `x-context-tokens-after` header against the budget) and
-the evidence that survived. Writes results/coherence_e2e.json and its section in
-docs/benchmarks.md.
+the evidence that survived, read as bench_quality.py reads it (kept as it came or cut with
+its strings; its strings in what the model reads from any copy; the same for the evidence
+only steps older than the newest three hold: evidence_reading.py), and how many results
+showing a file's text were cut, and how many of those not to one run of whole lines. The
+agent sets are sent as chat bodies (claude-code as the chat form of its Messages bodies).
+Writes results/coherence_e2e.json (the sets run; the others' rows as they were) and its
+sections in docs/benchmarks.md (the chat sets', the agent sets').
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from bench_quality import BUDGETS, MODEL, Coherent, judged  # noqa: E402
+from bench_quality import BUDGETS, MODEL, Coherent, judged, normalized  # noqa: E402
+from evidence_reading import copies, older_only, reached, scattered_file_cuts  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import kept_evidence  # noqa: E402
 from quality_sets import SETS  # noqa: E402
@@ -46,9 +53,11 @@ from tests.conftest import serve  # noqa: E402
 from tests.fake_upstream import FakeUpstream  # noqa: E402
 
 CHAT_SETS = ("locomo", "locomo-tagged", "realmem", "tau-airline", "techqa")
+AGENT_SETS = ("agent-runs", "text-agent", "swe-agent", "swe-agent-text", "claude-code")
 RESULTS = HERE / "results" / "coherence_e2e.json"
 DOC = ROOT / "docs" / "benchmarks.md"
 MARKS = "<!-- coherence_e2e: begin -->", "<!-- coherence_e2e: end -->"
+AGENT_MARKS = "<!-- coherence_e2e_agents: begin -->", "<!-- coherence_e2e_agents: end -->"
 
 
 @dataclass
@@ -59,6 +68,11 @@ class Tally(Coherent):
     fits: int = 0
     evidence: int = 0
     kept: int = 0
+    copied: int = 0
+    older: int = 0
+    older_copied: int = 0
+    file_cuts: int = 0
+    scattered: int = 0
 
     def row(self) -> dict[str, Any]:
         return {
@@ -71,6 +85,10 @@ class Tally(Coherent):
             "inverted": self.inverted,
             "omitted": self.omitted,
             "recall": round(self.kept / max(self.evidence, 1), 3),
+            "copy_share": round(self.copied / max(self.evidence, 1), 3),
+            "older_share": round(self.older_copied / max(self.older, 1), 3),
+            "file_cuts": self.file_cuts,
+            "scattered": self.scattered,
         }
 
 
@@ -92,7 +110,7 @@ def replay(name: str, budget: int, limit: int, tok: Any, workdir: Path) -> Tally
         with serve(create_app(settings)) as proxy_url, httpx.Client(timeout=120) as client:
             for stream in SETS[name](limit):
                 for point in stream.points:
-                    body = point.body
+                    body = {**point.body, "model": MODEL}  # claude-code's bodies name theirs
                     fake.requests.clear()
                     reply = client.post(
                         proxy_url + "/v1/chat/completions",
@@ -112,17 +130,27 @@ def replay(name: str, budget: int, limit: int, tok: Any, workdir: Path) -> Tally
                     tally.fits += after <= budget
                     # Framed as forwarded: its tools, the proxy's recall tool among them.
                     tally.add(judged(tok, {**sent, "messages": messages}, out, budget))
+                    cuts, scattered = scattered_file_cuts(messages, out)
+                    tally.file_cuts += cuts
+                    tally.scattered += scattered
                     if point.scored:
+                        read = normalized(stream.normalize)
                         tally.evidence += len(point.evidence)
-                        tally.kept += kept_evidence(messages, out, point.evidence)
+                        tally.kept += kept_evidence(read(messages), read(out), point.evidence)
+                        found, original = copies(read(out)), read(messages)
+                        tally.copied += reached(found, original, point.evidence)
+                        older = older_only(original, point.evidence)
+                        tally.older += len(older)
+                        tally.older_copied += reached(found, original, older)
     return tally
 
 
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| data set | budget | requests | trimmed | answered | fits | split turns | "
-        "previous turn kept | recency inverted | newest reply omitted | evidence recall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "previous turn kept | recency inverted | newest reply omitted | evidence recall | "
+        "evidence, any copy | older-only evidence, any copy | file text cut (scattered) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, budgets in results.items():
         for budget, r in budgets.items():
@@ -130,14 +158,15 @@ def table(results: dict[str, Any]) -> str:
                 f"| {name} | {int(budget):,} | {r['requests']:,} | {r['trimmed']:,} | "
                 f"{r['answered_share']:.3f} | {r['fits_share']:.3f} | {r['split']} | "
                 f"{r['previous_share']:.3f} | {r['inverted']} | {r['omitted']} | "
-                f"{r['recall']:.3f} |"
+                f"{r['recall']:.3f} | {r['copy_share']:.3f} | {r['older_share']:.3f} | "
+                f"{r['file_cuts']} ({r['scattered']}) |"
             )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--sets", default=",".join(CHAT_SETS))
+    ap.add_argument("--sets", default=",".join(CHAT_SETS + AGENT_SETS))
     ap.add_argument("--limit", type=int, default=0, help="streams per data set (0: all)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
@@ -153,9 +182,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(table(results))
     if args.no_write or args.limit:
         return
-    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    known = orjson.loads(RESULTS.read_bytes()) if RESULTS.exists() else {}
+    RESULTS.write_bytes(orjson.dumps({**known, **results}, option=orjson.OPT_INDENT_2))
     command = "python tests/bench/bench_coherence_e2e.py " + " ".join(argv or sys.argv[1:])
-    write_doc_section(DOC, MARKS, "Coherence end to end", command, table(results))
+    # Chat and agent sets each in a section of their own: a run of one group leaves the
+    # other's figures as they were measured.
+    for marks, heading, group in (
+        (MARKS, "Coherence end to end", CHAT_SETS),
+        (AGENT_MARKS, "Coherence end to end: agent sets", AGENT_SETS),
+    ):
+        rows = {name: r for name, r in results.items() if name in group}
+        if rows:
+            write_doc_section(DOC, marks, heading, command, table(rows))
 
 
 if __name__ == "__main__":

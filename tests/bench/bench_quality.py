@@ -16,8 +16,12 @@ the budget), setup kept (every message before the first answer forwarded as it c
 refused (400s), coherence (split turns, the previous turn kept, recency inversions:
 tests/coherence.py), and on replays the cached share (trimmed prompt tokens that repeat
 the previous request's leading messages, as OpenAI caches them) and the billed input cost
-relative to per-request planning at OpenAI's and Anthropic's rules (billing.py). Writes
-results/quality.json and the table in docs/benchmarks.md.
+relative to per-request planning at OpenAI's and Anthropic's rules (billing.py). For the
+agent sets also: the evidence whose strings reach the model from any copy, the same for the
+evidence only steps older than the newest three hold, and the results showing a file's text
+that were cut, and of those how many not to one run of whole lines (evidence_reading.py).
+Writes results/quality.json (the sets run; the others' rows as they were) and the tables in
+docs/benchmarks.md: the chat sets' and the agent sets', each when its sets ran.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_cache import cached_tokens  # noqa: E402
 from billing import AnthropicCache, openai_cost  # noqa: E402
+from evidence_reading import copies, older_only, reached, scattered_file_cuts  # noqa: E402
 from procs import write_doc_section  # noqa: E402
 from quality_score import (  # noqa: E402
     keep_newest,
@@ -70,6 +75,8 @@ BUDGETS = {
     "agent-runs-messages": (16000, 32000),
     "techqa": (3276, 6553),  # windows of 4,096 and 8,192
     "claude-code": (32000,),  # its README's window of 40,000
+    "swe-agent": (16000, 32000),
+    "swe-agent-text": (16000, 32000),
 }
 METHODS = ("default", "per-request", "cached-chats", "relevance-off", "keep-newest")
 # A method: the forwarded messages for a body, or None when the request is refused.
@@ -115,6 +122,11 @@ class Tally(Coherent):
     evidence: int = 0
     kept: int = 0
     reachable: int = 0  # kept, or returned by one context_recall call (recalled.py)
+    copied: int = 0  # its strings in what the model reads, from any copy (evidence_reading.py)
+    older: int = 0  # evidence the newest three steps' outputs do not all hold ...
+    older_copied: int = 0  # ... and of it, its strings in what the model reads
+    file_cuts: int = 0  # results showing a file's text forwarded cut ...
+    scattered: int = 0  # ... not to one run of whole lines of it
     trimmed_tokens: int = 0
     cached: int = 0
     openai: float = 0.0  # billed input cost of the trimmed replayed requests (billing.py)
@@ -128,6 +140,8 @@ class Tally(Coherent):
             **vars(self),
             "recall": round(self.kept / max(self.evidence, 1), 3),
             "reachable_share": round(self.reachable / max(self.evidence, 1), 3),
+            "copy_share": round(self.copied / max(self.evidence, 1), 3),
+            "older_share": round(self.older_copied / max(self.older, 1), 3),
             "fits_share": round(self.fits / n, 3),
             "setup_share": round(self.setup / n, 3),
             "split_per_request": round(self.split / max(self.answered, 1), 3),
@@ -220,9 +234,17 @@ def run_stream(
         tally.setup += setup_kept(messages, out)
         tally.answered += 1
         tally.add(judged(tok, body, out, budget))
+        cuts, scattered = scattered_file_cuts(messages, out)
+        tally.file_cuts += cuts
+        tally.scattered += scattered
         if point.scored:
             read = normalized(stream.normalize)
             tally.kept += kept_evidence(read(messages), read(out), point.evidence)
+            found, original = copies(read(out)), read(messages)
+            tally.copied += reached(found, original, point.evidence)
+            older = older_only(original, point.evidence)
+            tally.older += len(older)
+            tally.older_copied += reached(found, original, older)
             recalled = recall_once(messages, out, point.query, (round(budget / 0.8), used), tok)
             with_recall = [*out, recalled] if recalled is not None else out
             tally.reachable += kept_evidence(read(messages), read(with_recall), point.evidence)
@@ -277,7 +299,9 @@ def run(
                 results.setdefault(name, {}).setdefault(str(budget), {})[method] = row
                 print(
                     f"{name:12} {budget:>6} {method:12} recall {row['recall']:.3f} "
-                    f"reachable {row['reachable_share']:.3f} "
+                    f"reachable {row['reachable_share']:.3f} any-copy {row['copy_share']:.3f} "
+                    f"older-only {row['older_share']:.3f} ({row['older']}) "
+                    f"file-cuts {row['file_cuts']} scattered {row['scattered']} "
                     f"fits {row['fits_share']:.3f} setup {row['setup_share']:.3f} "
                     f"refused {row['refused']} cached {row['cached_share']} "
                     f"cost {row['openai']:.0f}/{row['anthropic']:.0f} "
@@ -301,11 +325,12 @@ def relative_costs(rows: dict[str, Any]) -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| data set | budget | method | trimmed requests | evidence recall | evidence reachable | fits | "
+        "| data set | budget | method | trimmed requests | evidence recall | evidence, any copy | "
+        "older-only evidence, any copy | evidence reachable | file text cut (scattered) | fits | "
         "setup kept | refused | split turns / request | previous turn kept | "
         "recency inverted | newest reply omitted | cached share (replays) | "
         "input cost, OpenAI | input cost, Anthropic |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def figure(value: float | None) -> str:
@@ -316,7 +341,9 @@ def table(results: dict[str, Any]) -> str:
             for method, r in methods.items():
                 lines.append(
                     f"| {name} | {int(budget):,} | {method} | {r['trimmed']:,} | "
-                    f"{r['recall']:.3f} | {r['reachable_share']:.3f} | {r['fits_share']:.3f} | "
+                    f"{r['recall']:.3f} | {r['copy_share']:.3f} | {r['older_share']:.3f} | "
+                    f"{r['reachable_share']:.3f} | {r['file_cuts']} ({r['scattered']}) | "
+                    f"{r['fits_share']:.3f} | "
                     f"{r['setup_share']:.3f} | "
                     f"{r['refused']} | {r['split_per_request']:.2f} | "
                     f"{r['previous_share']:.3f} | {r['inverted']} | {r['omitted']} | "
@@ -326,8 +353,23 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The agent sets (tool loops, text agents, a tool-calling service agent) in a section of
+# their own: a run of one group leaves the other's figures as they were measured.
+AGENT_SETS = (
+    "tau-airline", "agent-runs", "text-agent", "agent-runs-messages", "claude-code",
+    "swe-agent", "swe-agent-text",
+)  # fmt: skip
+AGENT_MARKS = "<!-- bench_quality_agents: begin -->", "<!-- bench_quality_agents: end -->"
+
+
 def write_doc(results: dict[str, Any], command: str) -> None:
-    write_doc_section(DOC, (BEGIN, END), "Trim quality on every data set", command, table(results))
+    for marks, heading, agents in (
+        ((BEGIN, END), "Trim quality on every data set", False),
+        (AGENT_MARKS, "Trim quality on the agent sets", True),
+    ):
+        rows = {name: r for name, r in results.items() if (name in AGENT_SETS) is agents}
+        if rows:
+            write_doc_section(DOC, marks, heading, command, table(rows))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -344,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(table(results))
     if args.no_write or args.limit or args.scored_only:
         return
-    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    known = orjson.loads(RESULTS.read_bytes()) if RESULTS.exists() else {}
+    RESULTS.write_bytes(orjson.dumps({**known, **results}, option=orjson.OPT_INDENT_2))
     write_doc(results, "python tests/bench/bench_quality.py " + " ".join(argv or sys.argv[1:]))
 
 

@@ -20,6 +20,9 @@ place from ../shared/data/ (each folder's README gives source and license).
   message, its output back as a user message (as text-only agents work).
 - claude-code: real Claude Code sessions as Messages bodies, at each decision point
   (claude_code_set.py).
+- swe-agent, swe-agent-text: the coding-agent runs rewritten in SWE-agent's shape (file
+  windows with numbered lines from `open`/`goto`, edits that print the window:
+  swe_agent_set.py), with tool calls and as text.
 - techqa: generated technical Q&A (techqa.py): short questions, long answers, and
   questions about an early answer's setting.
 """
@@ -398,6 +401,8 @@ SETS = {
     "agent-runs-messages": agent_runs,
     "techqa": lambda limit=0: _techqa(limit),
     "claude-code": lambda limit=0: _claude_code(limit),
+    "swe-agent": lambda limit=0: _swe_agent(limit),
+    "swe-agent-text": lambda limit=0: _swe_agent(limit, text=True),
 }
 
 
@@ -405,6 +410,12 @@ def _claude_code(limit: int) -> list[Stream]:
     from claude_code_set import claude_code  # it builds on this module's types
 
     return claude_code(limit)
+
+
+def _swe_agent(limit: int, text: bool = False) -> list[Stream]:
+    from swe_agent_set import swe_agent  # it builds on this module's types
+
+    return swe_agent(limit, text)
 
 
 def _locomo_tagged(limit: int) -> list[Stream]:

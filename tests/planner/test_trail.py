@@ -103,8 +103,19 @@ def test_paths_agree_however_spelled() -> None:
 
 def test_parallel_calls_merge_to_the_strongest_kind() -> None:
     acts = [call_act({"file_path": "a/x.py"}), call_act({"file_path": "a/y.py", "content": "z"})]
-    assert merged(acts) == Act(EDIT, frozenset({"a/x.py", "a/y.py"}))
+    # an edit, and one of its results shows a file's text (the read's)
+    assert merged(acts) == Act(EDIT, frozenset({"a/x.py", "a/y.py"}), prints=True)
+    assert merged(acts).shows_file and not merged([acts[1]]).shows_file
     assert merged([]) == Act(RUN)
+
+
+def test_a_command_that_writes_one_file_and_prints_another_shows_a_files_text() -> None:
+    """Its kind is the edit, its output the file `cat` printed: never cut to an excerpt."""
+    act = command_act("sed -n '110,180p' src/python.py > parse.py\ncat parse.py")
+    assert act.kind == EDIT and act.shows_file
+    assert command_act("cat src/a.py").shows_file and not command_act("cat src/a.py").prints
+    assert not command_act("sed -i 's/a/b/' src/a.py").shows_file
+    assert not command_act("grep -rn parse src && python -m pytest").shows_file
 
 
 def test_a_read_read_again_in_whole_later_is_superseded() -> None:
@@ -116,6 +127,20 @@ def test_a_read_read_again_in_whole_later_is_superseded() -> None:
     assert trail_weights([read, part]) == [1.0, 1.0]  # a part of it is not the file
     both = Act(READ, frozenset({"src/app.py", "src/other.py"}))
     assert trail_weights([both, read]) == [1.0, 1.0]  # one of its files is still only there
+
+
+def test_a_result_shown_again_since_is_superseded_whatever_its_command() -> None:
+    """SWE-agent's `goto` names no file: the window it printed, shown again after an edit
+    (renumbered) or by a later `goto`, is what counts, read from the text."""
+    code = [f"    total_{j} = compute(item_{j}, limit={j})" for j in range(40)]
+    window = "\n".join(f"{100 + j}:{line}" for j, line in enumerate(code))
+    renumbered = "\n".join(f"{101 + j}:{line}" for j, line in enumerate(code))  # a line above
+    elsewhere = "\n".join(f"{300 + j}:    other_{j} = run(step_{j})" for j in range(40))
+    run, shown = Act(RUN), [window, "Ran 3 tests: OK", renumbered, elsewhere]
+    assert trail_weights([run] * 4, shown) == [SUPERSEDED, 1.0, 1.0, 1.0]
+    assert trail_weights([run] * 4) == [1.0] * 4  # without the texts: the acts alone
+    half = "\n".join(f"{100 + j}:{line}" for j, line in enumerate(code[:20]))
+    assert trail_weights([run, run], [window, half]) == [1.0, 1.0]  # half of it: not again
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,13 +4,15 @@ The newest `tools.keep_recent` exchanges are protected by the proxy, not by the 
 they, the task and the system prompt exceed the budget, the older protected exchanges go
 whole (calls and results stay paired), oldest first, down to the newest one; if that alone
 is still too big, with `on_required_overflow: truncate` its largest result keeps its head and
-tail around a marker; with `reject` the request is refused, naming the newest exchange.
+tail around a marker (a file's text: its head, in whole lines); with `reject` the request is
+refused, naming the newest exchange.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from proxy.planner.history import shows_file_text, whole_lines
 from proxy.planner.parts import MESSAGE, Action, Decision, Kind, Layout, cut_marker
 from proxy.types import Priority, Tokenizer
 
@@ -84,8 +86,14 @@ def agent_overflow(
         tokens = tokenizer.count_text(text[key])
         end = cut_marker(layout.recall_id(MESSAGE, layout.msg[key]))
         keep = tokens - left - tokenizer.count_text(middle_mark(tokens) + end)
+        # A file's text keeps one run of whole lines, its head: a head and a tail would be
+        # two scattered pieces of the file the next edit quotes.
+        file = shows_file_text(text[key])
         while keep >= 2 * MIN_SIDE:
-            new = head_and_tail(tokenizer, text[key], keep, middle_mark, end)
+            if file:
+                new = whole_lines(tokenizer.truncate_text(text[key], keep)) + end
+            else:
+                new = head_and_tail(tokenizer, text[key], keep, middle_mark, end)
             after = cost[key] - tokens + tokenizer.count_text(new)
             short = left - (cost[key] - after)  # tokens still over after this cut
             if short <= 0:

@@ -3,10 +3,11 @@ replaced by a placeholder naming the tool and the tokens removed.
 
 Compaction (compact.py) loses nothing, so every old result that can be compacted is,
 before any is cut. The cheapest cut that keeps an agent's trail: the call and its
-arguments stay, so the request stays valid and the agent still sees what it did. A result
+arguments stay, so the request stays valid and the agent still sees what it did. A record
 holding strings that matter (ids the conversation went on to use, strings the newest
-commands name) is cut to an excerpt of them (excerpt.py), whatever its relevance; the
-others, from the less relevant share of the old exchanges, to a placeholder. Least
+commands name) is cut to an excerpt of them (excerpt.py), whatever its relevance; a file's
+text never is (history/file_text.py: it stays whole or goes); the others, from the less
+relevant share of the old exchanges, to a placeholder. Least
 relevant to what the request is doing now first (ties: the oldest first), and only as far
 as the caller's target asks (`pick`): today just enough to fit the budget; a caller that
 wants to cut in steps passes a lower target. Evidence recall with excerpts (and the newest
@@ -27,7 +28,7 @@ from proxy.planner.budget.compact import compact_json
 from proxy.planner.budget.excerpt import excerpt, last_said, strings_to_keep
 from proxy.planner.budget.grants import Choices
 from proxy.planner.budget.state import PlanState
-from proxy.planner.history import READ, keys_of, now_of, unit_act
+from proxy.planner.history import keys_of, now_of, shows_file_text, unit_act
 from proxy.planner.parts import MESSAGE, Action, Decision, tool_name
 
 _RESULT_ROLES = ("tool", "function")
@@ -93,8 +94,9 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
         call = layout.stripped[layout.msg[keys[0]]]
         # A file's text is read whole or not at all: the lines an edit will quote are not
         # the ones the newest commands name (Claude Code sessions at 32k: evidence recall
-        # per request 0.65 with excerpts of reads, 0.73 without).
-        reads = unit_act(layout, units[layout.unit_of[layout.msg[keys[0]]]]).kind == READ
+        # per request 0.65 with excerpts of reads, 0.73 without; by default, one run of
+        # whole lines around what the newest commands name 0.657, whole or cleared 0.774).
+        reads = unit_act(layout, units[layout.unit_of[layout.msg[keys[0]]]]).shows_file
         for key in keys:
             i = layout.msg[key]
             m = layout.stripped[i]
@@ -124,7 +126,10 @@ def clearable(state: PlanState, choices: Choices) -> list[Clearable]:
                     found.append(((0, *place_of), Clearable(key, full - after, decision)))
                     whole, full, tokens = packed, after, packed_tokens
             held = state.terms.figures(layout.text[key])  # whitespace aside, the same text
-            strings = [] if reads else strings_to_keep(whole, held, i, said, commands)
+            # A file's text, read from its content (numbered lines, a window, a diff) or its
+            # call (a read), is kept whole or cleared: never cut to an excerpt.
+            file = reads or shows_file_text(whole)
+            strings = [] if file else strings_to_keep(whole, held, i, said, commands)
             recall = layout.recall_id(MESSAGE, i)
             text = excerpt(whole, strings, (name, recall), tokens) if strings else None
             if text is not None:  # any old result: what it holds that matters stays

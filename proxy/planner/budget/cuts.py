@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxy.planner.budget.grants import MIN_KEPT_TOKENS
+from proxy.planner.history import shows_file_text, whole_lines
 from proxy.planner.parts import Action, Decision, cut_marker
 from proxy.types import Tokenizer
 
@@ -23,5 +24,7 @@ def cut_decision(
     cost, mine = size
     framing = cost - tokenizer.count_text(text)
     kept = tokenizer.truncate_text(text, max(0, mine - framing - marker))
+    if shows_file_text(text):  # a file's text: its head in whole lines, no line cut in two
+        kept = whole_lines(kept)
     why = f"cut to {mine:,} of {cost:,} tokens"
     return Decision(Action.TRUNCATE, why, kept + cut_marker(recall), mine)

@@ -128,10 +128,15 @@ def _trail_weighted(
     layout: Layout, older: list[tuple[int, ...]], merit: list[float]
 ) -> list[float]:
     """An agent's older units' merits weighed by its trail (history/trail.py): a read of a
-    file it read again since counts less."""
+    file it read again since, or a result whose lines a later one shows again, counts
+    less."""
     msg, unit_of, units, commands = layout.msg, layout.unit_of, layout.units, layout.commands
     acted = [u for u, members in enumerate(units) if len(members) > 1 or members[0] in commands]
-    weights = trail_weights([unit_act(layout, units[u]) for u in acted])
+    text, roles, base = layout.text, layout.roles, layout.base
+    shown = [
+        "\n".join(text[base[i]] for i in units[u] if roles[i] in _TOOL_ROLES) for u in acted
+    ]
+    weights = trail_weights([unit_act(layout, units[u]) for u in acted], shown)
     weight_of = {u: w for u, w in zip(acted, weights, strict=True) if w != 1.0}
     if not weight_of:
         return merit

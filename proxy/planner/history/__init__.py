@@ -3,6 +3,7 @@ agent's newest commands), repeats found, and cut-off turns recalled. Decided her
 older turn or tool exchange is worth keeping first, and how clearly a turn asks for the
 past."""
 
+from proxy.planner.history.file_text import shows_file_text, whole_lines
 from proxy.planner.history.order import now_of, query_texts
 from proxy.planner.history.rank import Now, keep_order, keys_of, merits, per_token, worth
 from proxy.planner.history.recall import (
@@ -20,10 +21,9 @@ from proxy.planner.history.standout import (
     standouts,
     without_own_label,
 )
-from proxy.planner.history.trail import READ, trail_weights, unit_act
+from proxy.planner.history.trail import trail_weights, unit_act
 
 __all__ = [
-    "READ",
     "RECALL_ROLE",
     "STATEMENT_WEIGHT",
     "Dedupe",
@@ -41,10 +41,12 @@ __all__ = [
     "quote",
     "recall_message",
     "reused",
+    "shows_file_text",
     "speaker_line",
     "standouts",
     "trail_weights",
     "unit_act",
+    "whole_lines",
     "without_own_label",
     "worth",
 ]

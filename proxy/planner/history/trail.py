@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from proxy.planner.history.file_text import shown_again
 from proxy.planner.parts import Layout
 
 READ, EDIT, SEARCH, RUN = "read", "edit", "search", "run"
@@ -58,12 +59,20 @@ _PATHLIKE = re.compile(r"[\w.~/-]*[\w-](?:/[\w.-]+|\.[A-Za-z][\w]{0,5})")
 
 @dataclass(frozen=True, slots=True)
 class Act:
-    """What an action did: its kind, the files it named (path keys), and for a read whether
-    it showed the whole file."""
+    """What an action did: its kind, the files it named (path keys), for a read whether it
+    showed the whole file, and whether a part of it printed a file's text (a command that
+    writes one file and prints another, `sed -n 1,80p a.py > b.py; cat b.py`, is an edit
+    whose output is a file's text)."""
 
     kind: str
     paths: frozenset[str] = frozenset()
     whole: bool = True
+    prints: bool = False
+
+    @property
+    def shows_file(self) -> bool:
+        """Whether its result shows a file's text."""
+        return self.kind == READ or self.prints
 
 
 NOTHING = Act(RUN)
@@ -122,7 +131,9 @@ def command_act(command: str) -> Act:
         return NOTHING
     kind = max((a.kind for a in acts), key=_STRENGTH.__getitem__)
     chosen = [a for a in acts if a.kind == kind]
-    return Act(kind, frozenset().union(*(a.paths for a in chosen)), all(a.whole for a in chosen))
+    paths = frozenset().union(*(a.paths for a in chosen))
+    prints = kind != READ and any(a.kind == READ for a in acts)  # a read part's output shown
+    return Act(kind, paths, all(a.whole for a in chosen), prints)
 
 
 def merged(acts: Iterable[Act]) -> Act:
@@ -131,12 +142,16 @@ def merged(acts: Iterable[Act]) -> Act:
     if not found:
         return NOTHING
     kind = max((a.kind for a in found), key=_STRENGTH.__getitem__)
-    return Act(kind, frozenset().union(*(a.paths for a in found)), all(a.whole for a in found))
+    paths = frozenset().union(*(a.paths for a in found))
+    prints = kind != READ and any(a.shows_file for a in found)
+    return Act(kind, paths, all(a.whole for a in found), prints)
 
 
-def trail_weights(acts: Sequence[Act]) -> list[float]:
-    """Per act (units in conversation order): the weight of its result in the ranking of
-    old results: SUPERSEDED for a read of files the agent read again, in whole, later."""
+def trail_weights(acts: Sequence[Act], shown: Sequence[str] = ()) -> list[float]:
+    """Per act (units in conversation order, `shown`: their results' text): the weight of
+    its result in the ranking of old results: SUPERSEDED for a read of files the agent
+    read again, in whole, later, and for a result whose lines a later one shows again (the
+    same file window, the same output: file_text.shown_again)."""
     later_reads: set[str] = set()
     weights: list[float] = []
     for act in reversed(acts):  # newest first: what came after each act is known
@@ -144,7 +159,11 @@ def trail_weights(acts: Sequence[Act]) -> list[float]:
         weights.append(SUPERSEDED if superseded else 1.0)
         if act.kind == READ and act.whole:
             later_reads.update(act.paths)
-    return weights[::-1]
+    weights.reverse()
+    if shown:
+        again = shown_again(shown)
+        weights = [SUPERSEDED if a else w for w, a in zip(weights, again, strict=True)]
+    return weights
 
 
 def unit_act(layout: Layout, unit: Sequence[int]) -> Act:
