@@ -66,8 +66,9 @@ class FakeUpstream:
     # A context window counted the fake's own way (fake_window.py): a request over it is
     # refused as the API refuses it, and an answer's prompt tokens are that count.
     window: int | None = None
-    window_wording: str = "prompt"  # Messages: "prompt is too long", or "sum"
+    window_wording: str = "prompt"  # Messages: "prompt is too long", or "sum"; chat: "vllm"
     refused: int = 0  # requests refused for length
+    refusals: list[bytes] = field(default_factory=list)  # what each of them was answered
 
     def __post_init__(self) -> None:
         self.summary_gate.set()
@@ -84,6 +85,7 @@ class FakeUpstream:
         self.text_read, self.text_read_in_time = None, None
         self.later_delay_s = 0.0
         self.window, self.window_wording, self.refused = None, "prompt", 0
+        self.refusals = []
 
     async def _wait_text_read(self) -> None:
         event = self.text_read
@@ -98,6 +100,7 @@ class FakeUpstream:
         if refused is None:
             return None
         self.refused += 1
+        self.refusals.append(refused)
         return Response(refused, status_code=400, media_type="application/json")
 
     def prompt_count(self, rec: Recorded, default: int, api: str = "chat") -> int:

@@ -2,7 +2,9 @@
 its refusal of a request over it in each API's words:
 
 - chat completions: 400 `context_length_exceeded`, "This model's maximum context length is
-  W tokens. However, your messages resulted in N tokens. ...";
+  W tokens. However, your messages resulted in N tokens. ..." (or, in vLLM's wording, code
+  400 and "... However, your request has N input tokens. ...", or "'max_tokens' or
+  'max_completion_tokens' is too large: K. ..." where the prompt alone fits);
 - the Responses API: 400 `context_length_exceeded`, "Your input exceeds the context window
   of this model. ..." (no counts, as OpenAI says it);
 - Messages: 400 `invalid_request_error`, "prompt is too long: N tokens > W maximum" (or, in
@@ -85,6 +87,17 @@ def refusal(api: str, raw: bytes, window: int, wording: str = "prompt") -> bytes
         text = ("Your input exceeds the context window of this model. Please adjust your "
                 "input and try again.")  # fmt: skip
         param = "input"
+    elif wording == "vllm":  # vLLM's later words, its code a number
+        if n <= window:
+            text = (f"'max_tokens' or 'max_completion_tokens' is too large: {k}. This model's "
+                    f"maximum context length is {window} tokens and your request has {n} "
+                    f"input tokens ({k} > {window} - {n}).")  # fmt: skip
+        else:
+            text = (f"This model's maximum context length is {window} tokens. However, your "
+                    f"request has {n} input tokens. Please reduce the length of the input "
+                    "messages.")  # fmt: skip
+        error = {"message": text, "type": "BadRequestError", "param": None, "code": 400}
+        return orjson.dumps({"error": error})
     else:
         asked = (f"you requested {n + k} tokens ({n} in the messages, {k} in the completion)"
                  if k else f"your messages resulted in {n} tokens")  # fmt: skip

@@ -119,6 +119,10 @@ class TokenCounter:
         if key in self._windows or len(self._windows) < MAX_LEARNED:
             self._windows[key] = min(window, self._windows.get(key, window))
 
+    def learned_window(self, upstream: str, model: str) -> int | None:
+        """The window `upstream` said it takes for `model`, if it said one."""
+        return self._windows.get(calibration_key(upstream, model))
+
     def window_at(self, window: int, upstream: str, model: str) -> int:
         """`window` (the configured one) or, when `upstream` said it takes less for
         `model`, that."""

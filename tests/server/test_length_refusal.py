@@ -10,7 +10,7 @@ import pytest
 from proxy.server.pipeline.length_step import LengthRefusal, length_refusal
 
 
-def openai_error(message: str, code: str | None = "context_length_exceeded") -> bytes:
+def openai_error(message: str, code: str | int | None = "context_length_exceeded") -> bytes:
     error = {"message": message, "type": "invalid_request_error", "param": "messages",
              "code": code}  # fmt: skip
     return orjson.dumps({"error": error})
@@ -38,6 +38,27 @@ def anthropic_error(message: str) -> bytes:
         (openai_error("This model's maximum context length is 4096 tokens. However, you "
                       "requested 5000 tokens (4000 in the messages, 1000 in the completion).",
                       code=None), LengthRefusal(4000, 4096)),  # vLLM: no code, the words
+        # vLLM's later words, with its code a number: the prompt's count said as input tokens
+        (openai_error("This model's maximum context length is 32768 tokens. However, your "
+                      "request has 40354 input tokens. Please reduce the length of the input "
+                      "messages.", code=None), LengthRefusal(40354, 32768)),
+        (openai_error("This model's maximum context length is 32768 tokens. However, you "
+                      "requested 512 output tokens and your prompt contains at least 32769 "
+                      "input tokens, for a total of at least 33281 tokens. Please reduce the "
+                      "length of the input prompt or the number of requested output tokens.",
+                      code=None), LengthRefusal(32769, 32768)),
+        (openai_error("This model's maximum context length is 32768 tokens. However, you "
+                      "requested 512 output tokens and your prompt contains 200000 characters "
+                      "(more than 131072 characters, which is the upper bound for 32768 input "
+                      "tokens).", code=None), LengthRefusal(None, 32768)),  # not a token count
+        (openai_error("'max_tokens' or 'max_completion_tokens' is too large: 3000. This "
+                      "model's maximum context length is 4096 tokens and your request has 2778 "
+                      "input tokens (3000 > 4096 - 2778).", code=None),
+         LengthRefusal(2778, 4096)),
+        (openai_error("This endpoint's maximum context length is 8192 tokens. However, you "
+                      "requested about 12000 tokens (10000 of text input, 2000 in the output). "
+                      "Please reduce the length of either one.", code=None),
+         LengthRefusal(10000, 8192)),  # OpenRouter's
         (openai_error("Your input exceeds the context window of this model. Please adjust "
                       "your input and try again."), LengthRefusal(None, None)),
         (anthropic_error("prompt is too long: 208000 tokens > 200000 maximum"),
@@ -73,6 +94,22 @@ def test_each_providers_refusal_is_read_with_its_counts(body: bytes, read: Lengt
             openai_error(
                 "Invalid 'name': This model's maximum context length is 10 tokens.",
                 code="invalid_value",
+            ),
+        ),
+        (
+            400,
+            openai_error(
+                "max_tokens is too large: 1000000. This model supports at most "
+                "16384 completion tokens, whereas you provided 1000000.",
+                code=None,
+            ),
+        ),
+        (
+            400,
+            openai_error(
+                "Invalid 'name': 'max_tokens' is too large: 9. This model's maximum "
+                "context length is 10 tokens.",
+                code=None,
             ),
         ),
     ],

@@ -13,6 +13,7 @@ from typing import Any
 
 import anthropic
 import openai
+import orjson
 import pytest
 
 from tests.fake_upstream import FakeUpstream
@@ -146,3 +147,81 @@ def test_an_upstream_that_refuses_the_retry_too_is_answered_with_its_own_refusal
     assert "maximum context length is 100 tokens" in str(refused.value)
     assert upstream.refused == 2 and len(upstream.requests) == 2
     assert usage_rows(proxy)[-1]["status"] == 400
+
+
+LOCAL = "local-qwen-7b-instruct"  # a name no map knows, and the policy gives no window
+
+
+@pytest.mark.parametrize(
+    ("wording", "stream"), [("prompt", False), ("vllm", True), ("vllm", False)]
+)
+def test_a_model_known_nowhere_takes_the_window_its_upstream_says(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any,
+    wording: str, stream: bool, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """A model with no window in the policy or the bundled map goes untrimmed, so a
+    self-hosted model's window (vLLM's `max_model_len`) is first heard of in its refusal:
+    the proxy takes that window for the model at that upstream, plans the request to it and
+    sends it once more; the next request is planned to it at once."""
+    (policies_dir / "default.yaml").write_text("recall: {tool: off}\n")
+    upstream.window, upstream.window_wording = 12_000, wording
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
+
+    def ask_local() -> str:
+        said: Any = history()
+        if stream:
+            chunks = sdk.chat.completions.create(model=LOCAL, messages=said, stream=True)
+            return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        answer = sdk.chat.completions.create(model=LOCAL, messages=said, max_tokens=1000)
+        return answer.choices[0].message.content or ""
+
+    assert ask_local()
+    assert upstream.refused == 1 and len(upstream.requests) == 2
+    row = usage_rows(proxy)[-1]
+    assert row["status"] == 200 and row["tokens_after"] < 12_000 < row["tokens_before"]
+    assert ask_local()  # planned to the window the upstream said, the first time
+    assert upstream.refused == 1 and len(upstream.requests) == 3
+    said = [r.getMessage() for r in caplog.records if r.name == "context_proxy.plan"]
+    assert sum("no context window is known for it" in m for m in said) == 1
+
+
+def test_vllms_words_for_an_answer_limit_that_leaves_the_prompt_no_room(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any
+) -> None:
+    """vLLM refuses a prompt that fits its window but not with the answer's limit in its own
+    words ("'max_tokens' or 'max_completion_tokens' is too large: K. ... your request has N
+    input tokens"): read as a length refusal, the prompt is planned to leave the answer room."""
+    (policies_dir / "default.yaml").write_text(
+        f"recall: {{tool: off}}\nbudget: {{ratio: 0.6}}\n"
+        f"models:\n  {LOCAL}: {{context_window: 16000}}\n"
+    )  # planned to 9,600 tokens: within the upstream's 12,000, not with 4,000 more
+    upstream.window, upstream.window_wording = 12_000, "vllm"
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
+    said: Any = history()
+    answer = sdk.chat.completions.create(model=LOCAL, messages=said, max_tokens=4000)
+    assert answer.choices[0].message.content
+    assert upstream.refused == 1 and len(upstream.requests) == 2
+    assert b"is too large" in upstream.refusals[0]
+
+
+def test_a_window_said_for_a_model_known_nowhere_is_never_taken_below_a_floor(
+    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, fake_upstream_server: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """An upstream that says a model takes 100 tokens: the proxy plans to 512 at the
+    least (what one upstream says serves every team on it), sends once more, and passes the
+    upstream's second refusal on as it came; never a third try."""
+    (policies_dir / "default.yaml").write_text("recall: {tool: off}\n")
+    upstream.window = 100
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-client", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.chat.completions.create(model=LOCAL, messages=history(40))  # type: ignore[arg-type]
+    assert "maximum context length is 100 tokens" in str(refused.value)
+    assert upstream.refused == 2 and len(upstream.requests) == 2
+    said = [r.getMessage() for r in caplog.records if r.name == "context_proxy.plan"]
+    assert any("it takes about 512 tokens" in m for m in said)
+    retried = orjson.loads(upstream.requests[1].body)
+    assert len(retried["messages"]) < len(history(40))  # planned to the floor, not to 100

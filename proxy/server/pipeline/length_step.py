@@ -35,10 +35,19 @@ log = logging.getLogger("context_proxy.plan")
 # Read only where a provider puts them (the start of its message, or an answer with the
 # code): an upstream's other errors may quote what the client sent, and what a refusal
 # teaches serves every team on that upstream.
-_MAXIMUM = re.compile(r"(?:This model's )?maximum context length is (\d{1,12}) tokens")
-_OPENAI_START = "This model's maximum context length is"
+_MAXIMUM = re.compile(r"maximum context length is (\d{1,12}) tokens")
+# OpenAI's start (vLLM's and DeepSeek's too), OpenRouter's, and vLLM's for an answer's
+# limit that leaves the prompt no room ("'max_tokens' ... is too large: K. This model's...").
+_OPENAI_START = re.compile(
+    r"(?:'max_tokens'(?: or 'max_completion_tokens')? is too large: \d{1,12}\. )?"
+    r"This (?:model|endpoint)'s maximum context length is"
+)
 _IN_MESSAGES = re.compile(r"(\d{1,12}) in the messages")
 _IN_FUNCTIONS = re.compile(r"(\d{1,12}) in the functions")
+_TEXT_INPUT = re.compile(r"(\d{1,12}) of text input")  # OpenRouter's
+# vLLM's: "your request has N input tokens", "your prompt contains (at least) N input
+# tokens" (not its "N characters", a count of another unit).
+_INPUT = re.compile(r"(?:request has|prompt contains(?: at least)?) (\d{1,12}) input tokens")
 _ASKED = re.compile(r"(?:resulted in|requested) (\d{1,12}) tokens")
 _TOO_LONG = (  # Anthropic's: the prompt alone, or the prompt and the answer's limit
     re.compile(r"prompt is too long: (\d{1,12}) tokens > (\d{1,12}) maximum"),
@@ -52,6 +61,7 @@ UNSAID = 1.25  # how much more an upstream that gave no count of its own is take
 MARGIN = 0.05  # planned this much under the upstream's count: a new body's ratio varies
 MOST = 2.0  # a retry's count at most this many times the proxy's: an upstream's word is bounded
 LEAST_WINDOW = 8  # a window learned is never under the policy's over this
+LEAST_UNKNOWN_WINDOW = 512  # nor, for a model the policy gives none, under this
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +90,17 @@ def length_refusal(status: int, answer: bytes) -> LengthRefusal | None:
         if found is not None:
             return LengthRefusal(_count(found[1]), _count(found[2]))
     coded = error.get("code") == "context_length_exceeded"
-    if not coded and not text.startswith(_OPENAI_START):
+    if not coded and _OPENAI_START.match(text) is None:
         return None
     maximum = _MAXIMUM.search(text)
     counted: int | None = None
     messages, functions = _IN_MESSAGES.search(text), _IN_FUNCTIONS.search(text)
+    prompt = _INPUT.search(text) or _TEXT_INPUT.search(text)
     asked = _ASKED.search(text)
     if messages is not None:  # "(N in the messages, K in the completion)": N is the prompt
         counted = _count(str(int(messages[1]) + (int(functions[1]) if functions else 0)))
+    elif prompt is not None:
+        counted = _count(prompt[1])
     elif asked is not None:
         counted = _count(asked[1])
     return LengthRefusal(counted, _count(maximum[1]) if maximum is not None else None)
@@ -112,12 +125,12 @@ async def within_length(
     planned again (`replan`: its payload made anew) and sent once more, if that changed
     what is sent. Returns the answer, its body when it was read here (a refusal passed
     on), and the tokenizer the request was planned with last."""
-    if upstream.status != 400 or flight.outcome is None or flight.outcome.budget is None:
+    if upstream.status != 400 or flight.outcome is None:
         return upstream, None, tokenizer
     answer = await upstream.read()
     refusal = length_refusal(upstream.status, answer)
-    if refusal is None:
-        return upstream, answer, tokenizer
+    if refusal is None or (flight.outcome.budget is None and refusal.maximum is None):
+        return upstream, answer, tokenizer  # not for length; or no window known, none said
     before = flight.payload
     planned = await replan(refusal)  # a plan the required parts alone overflow: its refusal
     if flight.payload == before:  # nothing the proxy can change: the upstream's word stands
@@ -132,22 +145,30 @@ def refit(
 ) -> ChatTokenizer:  # fmt: skip
     """What the retry is planned with, after learning from `refusal`: the tokenizer scaled
     to the upstream's count (an estimated model's factor is learned too); an exact model's
-    shortfall, and a window smaller than `window` (the policy's), learned as its window."""
+    shortfall, and a window smaller than `window` (the policy's), learned as its window.
+    A model whose window is known nowhere (`window` None) takes the one the upstream said."""
     assert ex.outcome is not None
     counted, model, upstream = ex.outcome.tokens_after, ex.model, ex.count_upstream
-    if window is not None and refusal.maximum is not None and refusal.maximum < window:
+    configured = window
+    said_window = False  # the window it said explains the refusal on its own
+    if window is None:  # sent untrimmed, as nothing said its window: now the upstream has
+        if refusal.maximum is None:
+            return tokenizer
+        learn(services, upstream, model, refusal.maximum, None)
+        window = services.counter.learned_window(upstream, model) or refusal.maximum
+        said_window = counted >= refusal.maximum
+    elif refusal.maximum is not None and refusal.maximum < window:
         learn(services, upstream, model, refusal.maximum, window)
+        said_window = True
     reported = refusal.counted
-    said_window = refusal.maximum is not None and window is not None and window > refusal.maximum
     if reported is None and not said_window:  # it said nothing the proxy can read
         reported = math.ceil(counted * UNSAID)
     if reported is None or counted <= 0 or reported <= counted:
         return tokenizer  # its window alone was wrong
     scale = min(reported / counted, MOST) * (1 + MARGIN)
     if not tokenizer.estimated:  # exact counts: the upstream adds what the proxy cannot see
-        if window is not None:
-            seen = services.counter.window_at(window, upstream, model)
-            learn(services, upstream, model, math.floor(seen / scale), window)
+        seen = services.counter.window_at(window, upstream, model)
+        learn(services, upstream, model, math.floor(seen / scale), configured)
         return tokenizer
     if ex.countable:
         services.counter.observe_refused(model, counted, tokenizer.factor, reported, upstream)
@@ -156,17 +177,30 @@ def refit(
     return tokenizer.scaled(factor)
 
 
-def learn(services: Services, upstream: str, model: str, window: int, configured: int) -> None:
-    """`upstream`'s window for `model` kept (never under a LEAST_WINDOW-th of the policy's),
-    and the operator told once per model: the policy's is wrong."""
-    least = max(1, configured // LEAST_WINDOW)
-    if services.counter.window_at(configured, upstream, model) == configured:
-        log.warning(
-            "the upstream refused a request to model %r as too long: it takes about %d "
-            "tokens, not the %d configured; planned to that from now on (set "
-            "models.<name>.context_window in the policy)",
-            model[:128], window, configured,
-        )  # fmt: skip
+def learn(
+    services: Services, upstream: str, model: str, window: int, configured: int | None
+) -> None:
+    """`upstream`'s window for `model` kept (never under a LEAST_WINDOW-th of the policy's,
+    or LEAST_UNKNOWN_WINDOW where the policy has none), and the operator told once per
+    model: the policy's is wrong, or missing."""
+    if configured is None:
+        least = LEAST_UNKNOWN_WINDOW
+        if services.counter.learned_window(upstream, model) is None:
+            log.warning(
+                "the upstream refused a request to model %r as too long: it takes about %d "
+                "tokens, and no context window is known for it; planned to that from now on "
+                "(set models.<name>.context_window in the policy)",
+                model[:128], max(window, least),
+            )  # fmt: skip
+    else:
+        least = max(1, configured // LEAST_WINDOW)
+        if services.counter.window_at(configured, upstream, model) == configured:
+            log.warning(
+                "the upstream refused a request to model %r as too long: it takes about %d "
+                "tokens, not the %d configured; planned to that from now on (set "
+                "models.<name>.context_window in the policy)",
+                model[:128], max(window, least), configured,
+            )  # fmt: skip
     services.counter.learn_window(upstream, model, max(window, least))
 
 

@@ -121,8 +121,11 @@ async def plan(
     `fail_open`; the plan endpoint forwards nothing, so nothing went in). `reserve`: the
     tokens the recall tool's declaration adds to a request that is trimmed (a callable:
     counted only for a request that is). `upstream`: where it goes, when that upstream
-    may have said its window is smaller than the policy's (length_step.py)."""
+    may have said its window is smaller than the policy's, or said one where none is
+    known (length_step.py)."""
     window = services.windows.lookup(body["model"], policy)
+    if window is None and upstream is not None:  # known only from its upstream's refusal
+        window = services.counter.learned_window(upstream, body["model"])
     if window is None:
         note_unknown_model(services, body["model"], policy.team)
     elif upstream is not None:
