@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,12 @@ import orjson
 import pytest
 
 from proxy.recall import MAX_CALLS
+from proxy.server.core.settings import Settings
 from tests import fake_recall
+from tests.conftest import RunningProxy, free_port
 from tests.fake_recall import STORM
 from tests.fake_upstream import FakeUpstream
+from tests.processes import serve_command, wait_ready
 from tests.server.test_proxy_e2e import usage_rows
 
 WINDOW = 64_000  # the 1,200 messages are over its budget; 200 calls fit beside them
@@ -97,15 +101,42 @@ def tool_answers(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m.get("role") == "tool"]
 
 
+@pytest.fixture
+def proxy_process(
+    tmp_path: Path, upstream_url: str, policies_dir: Path
+) -> Iterator[Callable[[], RunningProxy]]:
+    """The proxy as `serve` runs it, a process of its own: what /healthz takes is the
+    server's alone, not this process's (its fake upstream, its heap of earlier tests)."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> RunningProxy:
+        port, usage = free_port(), tmp_path / "usage.jsonl"
+        process = subprocess.Popen(
+            serve_command(port, policies_dir, upstream_url, usage),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parents[2],
+        )  # fmt: skip
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, process)
+        return RunningProxy(url, Settings(policies=str(policies_dir), usage_log=str(usage)))
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(30)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_two_hundred_calls_in_one_answer_stall_nothing_and_are_served_to_the_cap(
-    start_proxy: Any, upstream: FakeUpstream, policies_dir: Path, stream: bool
-) -> None:
+    proxy_process: Callable[[], RunningProxy], upstream: FakeUpstream, policies_dir: Path,
+    stream: bool,
+) -> None:  # fmt: skip
     """200 calls against 1,200 messages used to block /healthz for 11-25 s: each call
     scored the whole conversation again, on the event loop, with no bound on how many."""
     policy(policies_dir, "recall: {rounds: 1}\n")
     upstream.mode = "recall_storm"
-    proxy = start_proxy()
+    proxy = proxy_process()
     body = {"model": "gpt-4o-mini", "messages": long_chat(), "stream": stream}
     with Prober(proxy.url) as probe, httpx.Client(timeout=120) as http:
         time.sleep(0.1)
