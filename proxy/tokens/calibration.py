@@ -60,6 +60,16 @@ class _Seen:
         return max(high_ratio(list(self.recent)) if self.recent else 0.0, self.needed)
 
 
+def clamped_ratio(raw: float, reported: int, start: float) -> float | None:
+    """An upstream's count over the raw estimate, clamped to the band around `start` as it
+    comes in (an answer past the band counts as the band's edge); None for a figure that
+    says nothing."""
+    if raw <= 0 or reported <= 0 or not math.isfinite(raw):
+        return None
+    low, high = band(start)
+    return min(max(reported / raw, low), high)
+
+
 class CountCalibration:
     """The calibrated factor per (upstream, model) key; thread-safe (plans run in threads)."""
 
@@ -75,17 +85,16 @@ class CountCalibration:
     def observe(self, key: str, raw: float, reported: int, start: float) -> float | None:
         """Take one answer's reported prompt tokens against the raw estimate of what was
         sent; the new factor when it moved, else None."""
-        if raw <= 0 or reported <= 0 or not math.isfinite(raw):
+        ratio = clamped_ratio(raw, reported, start)
+        if ratio is None:
             return None
-        low, high = band(start)
         with self._lock:
             seen = self._seen_for(key)
             if seen is None:
                 return None
             seen.samples += 1
             seen.unsent += 1
-            # Clamped as it comes in: an answer past the band counts as the band's edge.
-            seen.recent.append(min(max(reported / raw, low), high))
+            seen.recent.append(ratio)
             if seen.needed_for:
                 seen.needed_for -= 1
                 seen.needed = seen.needed if seen.needed_for else 0.0
@@ -95,14 +104,14 @@ class CountCalibration:
         """Take an upstream's count of a request it refused as too long against the raw
         estimate of what was sent: the factor at once at least that ratio (within the
         band); the new factor when it moved, else None."""
-        if raw <= 0 or reported <= 0 or not math.isfinite(raw):
+        ratio = clamped_ratio(raw, reported, start)
+        if ratio is None:
             return None
-        low, high = band(start)
         with self._lock:
             seen = self._seen_for(key)
             if seen is None:
                 return None
-            seen.needed = max(seen.needed, min(max(reported / raw, low), high))
+            seen.needed = max(seen.needed, ratio)
             seen.needed_for = RECENT
             seen.unsent += 1
             return self._settle(key, max(seen.samples, 1), seen.high(), start)
